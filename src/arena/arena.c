@@ -1,0 +1,299 @@
+/*
+ * arena: bins, large page runs, arena creation and binding, see arena.h.
+ */
+#include "arena.h"
+
+#include <string.h>
+
+#include "base.h"
+
+arena_t *arenas[ARENAS_MAX];
+unsigned arena_narenas = 1;
+static ma_mutex_t arenas_lock = MA_MUTEX_INITIALIZER; /* creation */
+
+static void arena_init(arena_t *a, unsigned ind)
+{
+    a->ind = ind;
+    extent_pool_init(&a->pool, ind, false);
+    for (unsigned i = 0; i < SC_NBINS; i++)
+        ma_mutex_init(&a->bins[i].lock);
+}
+
+bool arena_boot(unsigned narenas)
+{
+    if (narenas < 1)
+        narenas = 1;
+    if (narenas > ARENAS_MAX)
+        narenas = ARENAS_MAX;
+    arena_narenas = narenas;
+    return arena_get(0) != NULL;
+}
+
+MA_NOINLINE static arena_t *arena_create(unsigned ind)
+{
+    ma_mutex_lock(&arenas_lock);
+    arena_t *a = ma_load_acquire(&arenas[ind]);
+    if (a == NULL) {
+        a = base_alloc(sizeof(arena_t), MA_CACHELINE);
+        if (a != NULL) {
+            arena_init(a, ind);
+            ma_store_release(&arenas[ind], a);
+        }
+    }
+    ma_mutex_unlock(&arenas_lock);
+    return a;
+}
+
+arena_t *arena_get(unsigned ind)
+{
+    if (ind >= ARENAS_MAX)
+        return NULL;
+    arena_t *a = ma_load_acquire(&arenas[ind]);
+    return likely(a != NULL) ? a : arena_create(ind);
+}
+
+arena_t *arena_choose(void)
+{
+    /* Least-loaded first; an arena not created yet has no threads. */
+    unsigned best = 0;
+    uint32_t best_n = UINT32_MAX;
+    for (unsigned i = 0; i < arena_narenas; i++) {
+        arena_t *a = ma_load_acquire(&arenas[i]);
+        uint32_t n = a == NULL ? 0 : ma_load_relaxed(&a->nthreads);
+        if (n < best_n) {
+            best = i;
+            best_n = n;
+            if (n == 0)
+                break;
+        }
+    }
+    arena_t *a = arena_get(best);
+    if (a == NULL)
+        a = arena_get(0);
+    if (a != NULL)
+        ma_fetch_add(&a->nthreads, 1);
+    return a;
+}
+
+void arena_thread_leave(arena_t *a)
+{
+    if (a != NULL)
+        ma_fetch_sub(&a->nthreads, 1);
+}
+
+/* ---------------------------------------------------------------------
+ * Small.
+ */
+
+static extent_t *arena_slab_new(arena_t *a, unsigned binind)
+{
+    const sc_bin_info_t *bi = &sc_bin_info[binind];
+    bool zeroed;
+    extent_t *slab =
+        extent_alloc(&a->pool, (size_t)bi->slab_pages << LG_PAGE, PAGE, binind, true, &zeroed);
+    if (slab == NULL)
+        return NULL;
+    slab_init(slab, binind);
+    return slab;
+}
+
+unsigned arena_fill_small(arena_t *a, unsigned binind, void **out, unsigned n)
+{
+    bin_t *bin = &a->bins[binind];
+    unsigned got = 0;
+    ma_mutex_lock(&bin->lock);
+    while (got < n) {
+        extent_t *slab = bin->slabcur;
+        if (slab == NULL || slab->nfree == 0) {
+            slab = extent_heap_first(&bin->nonfull);
+            if (slab != NULL) {
+                extent_heap_remove(&bin->nonfull, slab);
+            } else {
+                slab = arena_slab_new(a, binind);
+                if (slab == NULL)
+                    break;
+                bin->stats.nslabs++;
+                bin->stats.curslabs++;
+            }
+            /* A full slabcur being replaced simply leaves every structure. */
+            bin->slabcur = slab;
+        }
+        got += slab_alloc_batch(slab, binind, out + got, n - got);
+    }
+    bin->stats.nmalloc += got;
+    bin->stats.curregs += got;
+    bin->stats.nfills++;
+    ma_mutex_unlock(&bin->lock);
+    return got;
+}
+
+static void bin_dalloc_locked(bin_t *bin, unsigned binind, extent_t *slab, void *ptr)
+{
+    long idx = slab_region_index(slab, binind, ptr);
+    if (unlikely(idx < 0))
+        ma_fatal("free(): invalid pointer %p (not the start of an allocation)", ptr);
+    bool was_full = slab->nfree == 0;
+    if (unlikely(!slab_free_region(slab, (unsigned)idx)))
+        ma_fatal("free(): double free of %p", ptr);
+    if (slab->nfree == sc_bin_info[binind].nregs) {
+        if (slab == bin->slabcur)
+            return;
+        if (!was_full)
+            extent_heap_remove(&bin->nonfull, slab);
+        bin->stats.curslabs--;
+        extent_dalloc(slab->pool, slab);
+    } else if (was_full && slab != bin->slabcur) {
+        extent_heap_insert(&bin->nonfull, slab);
+    }
+}
+
+void arena_dalloc_small_batch(unsigned binind, void **ptrs, extent_t **slabs, unsigned n)
+{
+    while (n > 0) {
+        unsigned ind = slabs[0]->arena_ind;
+        bin_t *bin = &arenas[ind]->bins[binind];
+        unsigned keep = 0, done = 0;
+        ma_mutex_lock(&bin->lock);
+        for (unsigned i = 0; i < n; i++) {
+            if (slabs[i]->arena_ind != ind) {
+                ptrs[keep] = ptrs[i];
+                slabs[keep] = slabs[i];
+                keep++;
+                continue;
+            }
+            bin_dalloc_locked(bin, binind, slabs[i], ptrs[i]);
+            done++;
+        }
+        bin->stats.ndalloc += done;
+        bin->stats.curregs -= done;
+        bin->stats.nflushes++;
+        ma_mutex_unlock(&bin->lock);
+        n = keep;
+    }
+}
+
+void *arena_malloc_small(arena_t *a, unsigned binind, bool zero)
+{
+    void *p;
+    if (arena_fill_small(a, binind, &p, 1) == 0)
+        return NULL;
+    arena_bin_count_requests(a, binind, 1);
+    if (zero)
+        memset(p, 0, sc_bin_info[binind].reg_size);
+    return p;
+}
+
+void arena_bin_count_requests(arena_t *a, unsigned binind, uint64_t n)
+{
+    ma_fetch_add(&a->bins[binind].stats.nrequests, n);
+}
+
+/* ---------------------------------------------------------------------
+ * Large.
+ */
+
+void *arena_malloc_large(arena_t *a, size_t usize, size_t align, bool zero)
+{
+    unsigned szind = sc_size2index(usize);
+    bool zeroed = false;
+    extent_t *e = extent_alloc(&a->pool, usize, align, szind, false, &zeroed);
+    if (e == NULL)
+        return NULL;
+    if (zero && !zeroed)
+        memset((void *)e->addr, 0, usize);
+    large_stats_t *ls = &a->large[szind - SC_NBINS];
+    ma_fetch_add(&ls->nmalloc, 1);
+    ma_fetch_add(&ls->nrequests, 1);
+    ma_fetch_add(&ls->curlextents, 1);
+    ma_fetch_add(&a->large_allocated, usize);
+    return (void *)e->addr;
+}
+
+void arena_dalloc_large(extent_t *e)
+{
+    arena_t *a = arenas[e->arena_ind];
+    large_stats_t *ls = &a->large[e->szind - SC_NBINS];
+    ma_fetch_add(&ls->ndalloc, 1);
+    ma_fetch_sub(&ls->curlextents, 1);
+    ma_fetch_sub(&a->large_allocated, e->size);
+    extent_dalloc(e->pool, e);
+}
+
+bool arena_ralloc_large_in_place(extent_t *e, size_t new_usize, bool zero)
+{
+    arena_t *a = arenas[e->arena_ind];
+    size_t old = e->size;
+    unsigned old_ind = e->szind, new_ind = sc_size2index(new_usize);
+    if (new_usize == old)
+        return true;
+    bool ok;
+    if (new_usize < old) {
+        ok = extent_shrink(e->pool, e, new_usize, new_ind);
+    } else {
+        bool zeroed = false;
+        ok = extent_expand(e->pool, e, new_usize, new_ind, &zeroed);
+        if (ok && zero && !zeroed)
+            memset((void *)(e->addr + old), 0, new_usize - old);
+    }
+    if (ok) {
+        ma_fetch_add(&a->large[old_ind - SC_NBINS].ndalloc, 1);
+        ma_fetch_sub(&a->large[old_ind - SC_NBINS].curlextents, 1);
+        ma_fetch_add(&a->large[new_ind - SC_NBINS].nmalloc, 1);
+        ma_fetch_add(&a->large[new_ind - SC_NBINS].nrequests, 1);
+        ma_fetch_add(&a->large[new_ind - SC_NBINS].curlextents, 1);
+        ma_fetch_add(&a->large_allocated, new_usize - old); /* wraps correctly when shrinking */
+    }
+    return ok;
+}
+
+size_t arena_purge(arena_t *a)
+{
+    return extent_purge_all(&a->pool);
+}
+
+/* ---------------------------------------------------------------------
+ * Fork: every bin lock of every arena, then every pool lock (the order in
+ * which a thread may nest them).
+ */
+
+void arena_prefork(void)
+{
+    ma_mutex_prefork(&arenas_lock);
+    for (unsigned i = 0; i < ARENAS_MAX; i++) {
+        arena_t *a = arenas[i];
+        if (a != NULL)
+            for (unsigned b = 0; b < SC_NBINS; b++)
+                ma_mutex_prefork(&a->bins[b].lock);
+    }
+    for (unsigned i = 0; i < ARENAS_MAX; i++)
+        if (arenas[i] != NULL)
+            extent_pool_prefork(&arenas[i]->pool);
+}
+
+void arena_postfork_parent(void)
+{
+    for (unsigned i = 0; i < ARENAS_MAX; i++) {
+        arena_t *a = arenas[i];
+        if (a == NULL)
+            continue;
+        extent_pool_postfork_parent(&a->pool);
+        for (unsigned b = 0; b < SC_NBINS; b++)
+            ma_mutex_postfork_parent(&a->bins[b].lock);
+    }
+    ma_mutex_postfork_parent(&arenas_lock);
+}
+
+void arena_postfork_child(void)
+{
+    for (unsigned i = 0; i < ARENAS_MAX; i++) {
+        arena_t *a = arenas[i];
+        if (a == NULL)
+            continue;
+        extent_pool_postfork_child(&a->pool);
+        for (unsigned b = 0; b < SC_NBINS; b++)
+            ma_mutex_postfork_child(&a->bins[b].lock);
+        /* Only the forking thread survives; it re-counts itself. */
+        a->nthreads = 0;
+    }
+    ma_mutex_postfork_child(&arenas_lock);
+}

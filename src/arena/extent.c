@@ -1,0 +1,474 @@
+/*
+ * extent: page runs, free-extent sets and the page pool, see extent.h.
+ */
+#include "extent.h"
+
+#include <string.h>
+
+#include "base.h"
+#include "pages.h"
+
+#define CHUNK_ALIGN   ((size_t)2 << 20)   /* lets THP back whole chunks */
+#define CHUNK_GROW_MIN ((size_t)2 << 20)
+#define CHUNK_GROW_MAX ((size_t)1 << 30)
+
+static base_cache_t extent_records = BASE_CACHE_INIT(extent_t);
+
+/* ---------------------------------------------------------------------
+ * Pairing heap by address. ph_prev is the parent for a leftmost child and
+ * the left sibling otherwise; a root has no prev and no next.
+ */
+
+static extent_t *ph_meld(extent_t *a, extent_t *b)
+{
+    if (a == NULL)
+        return b;
+    if (b == NULL)
+        return a;
+    if (b->addr < a->addr) {
+        extent_t *t = a;
+        a = b;
+        b = t;
+    }
+    b->ph_prev = a;
+    b->ph_next = a->ph_child;
+    if (a->ph_child != NULL)
+        a->ph_child->ph_prev = b;
+    a->ph_child = b;
+    return a;
+}
+
+/* Two-pass merge of a sibling list into one heap. */
+static extent_t *ph_merge_pairs(extent_t *first)
+{
+    extent_t *pairs = NULL;
+    while (first != NULL) {
+        extent_t *a = first, *b = first->ph_next;
+        first = b != NULL ? b->ph_next : NULL;
+        a->ph_prev = a->ph_next = NULL;
+        if (b != NULL) {
+            b->ph_prev = b->ph_next = NULL;
+            a = ph_meld(a, b);
+        }
+        a->ph_next = pairs; /* list link while collecting */
+        pairs = a;
+    }
+    extent_t *res = NULL;
+    while (pairs != NULL) {
+        extent_t *n = pairs->ph_next;
+        pairs->ph_next = NULL;
+        res = ph_meld(res, pairs);
+        pairs = n;
+    }
+    return res;
+}
+
+void extent_heap_insert(extent_heap_t *h, extent_t *e)
+{
+    e->ph_child = e->ph_prev = e->ph_next = NULL;
+    h->root = ph_meld(h->root, e);
+}
+
+void extent_heap_remove(extent_heap_t *h, extent_t *e)
+{
+    if (h->root == e) {
+        h->root = ph_merge_pairs(e->ph_child);
+    } else {
+        extent_t *prev = e->ph_prev;
+        if (prev->ph_child == e)
+            prev->ph_child = e->ph_next;
+        else
+            prev->ph_next = e->ph_next;
+        if (e->ph_next != NULL)
+            e->ph_next->ph_prev = prev;
+        h->root = ph_meld(h->root, ph_merge_pairs(e->ph_child));
+    }
+    e->ph_child = e->ph_prev = e->ph_next = NULL;
+}
+
+/* ---------------------------------------------------------------------
+ * Sets of free extents.
+ */
+
+static void eset_init(eset_t *s, enum extent_state state)
+{
+    memset(s, 0, sizeof(*s));
+    s->state = state;
+}
+
+static void eset_insert(eset_t *s, extent_t *e)
+{
+    unsigned ind = sc_size2index_floor(e->size);
+    e->state = (uint8_t)s->state;
+    e->szind = SC_NSIZES;
+    e->slab = false;
+    extent_heap_insert(&s->heaps[ind], e);
+    s->nonempty[ind / 64] |= (uint64_t)1 << (ind % 64);
+    e->lru_next = NULL;
+    e->lru_prev = s->lru.tail;
+    if (s->lru.tail != NULL)
+        s->lru.tail->lru_next = e;
+    else
+        s->lru.head = e;
+    s->lru.tail = e;
+    s->npages += e->size >> LG_PAGE;
+    s->nextents++;
+}
+
+static void eset_remove(eset_t *s, extent_t *e)
+{
+    unsigned ind = sc_size2index_floor(e->size);
+    extent_heap_remove(&s->heaps[ind], e);
+    if (s->heaps[ind].root == NULL)
+        s->nonempty[ind / 64] &= ~((uint64_t)1 << (ind % 64));
+    if (e->lru_prev != NULL)
+        e->lru_prev->lru_next = e->lru_next;
+    else
+        s->lru.head = e->lru_next;
+    if (e->lru_next != NULL)
+        e->lru_next->lru_prev = e->lru_prev;
+    else
+        s->lru.tail = e->lru_prev;
+    e->lru_prev = e->lru_next = NULL;
+    s->npages -= e->size >> LG_PAGE;
+    s->nextents--;
+}
+
+/* The lowest-addressed extent of at least esize bytes: every extent binned
+ * at or above esize's (ceiling) class fits. */
+static extent_t *eset_first_fit(eset_t *s, size_t esize)
+{
+    if (s->nextents == 0 || esize > SC_LARGE_MAXCLASS)
+        return NULL;
+    unsigned ind = sc_size2index(esize);
+    extent_t *best = NULL;
+    for (unsigned w = ind / 64; w < MA_ARRAY_LEN(s->nonempty); w++) {
+        uint64_t bits = s->nonempty[w];
+        if (w == ind / 64)
+            bits &= ~(uint64_t)0 << (ind % 64);
+        while (bits != 0) {
+            extent_t *e = s->heaps[w * 64 + (unsigned)__builtin_ctzll(bits)].root;
+            if (best == NULL || e->addr < best->addr)
+                best = e;
+            bits &= bits - 1;
+        }
+    }
+    return best;
+}
+
+static eset_t *pool_set(extent_pool_t *pool, enum extent_state state)
+{
+    return state == EXTENT_DIRTY ? &pool->dirty : state == EXTENT_MUZZY ? &pool->muzzy : &pool->retained;
+}
+
+/* ---------------------------------------------------------------------
+ * Page-map registration. Free extents map their first and last page to
+ * themselves with szind SC_NSIZES; see rtree.h for the whole contract.
+ */
+
+static rtree_elm_t elm_free(extent_t *e) { return rtree_elm_make(e, SC_NSIZES, 0); }
+
+static void register_boundaries(extent_t *e, rtree_elm_t elm)
+{
+    rtree_write(e->addr, elm);
+    if (e->size > PAGE)
+        rtree_write(e->addr + e->size - PAGE, elm);
+}
+
+/* Pre-create the page-map leaves a range will need, so later writes under
+ * the pool lock cannot fail. */
+static bool rtree_prepare(uintptr_t addr, size_t size)
+{
+    for (uintptr_t a = addr; a < addr + size; a += (uintptr_t)1 << RTREE_LG_LEAF_SPAN) {
+        if (rtree_elm_get(a) == NULL)
+            return false;
+    }
+    return rtree_elm_get(addr + size - PAGE) != NULL;
+}
+
+/* ---------------------------------------------------------------------
+ * Pool.
+ */
+
+void extent_pool_init(extent_pool_t *pool, unsigned ind, bool nohuge)
+{
+    memset(pool, 0, sizeof(*pool));
+    ma_mutex_init(&pool->lock);
+    eset_init(&pool->dirty, EXTENT_DIRTY);
+    eset_init(&pool->muzzy, EXTENT_MUZZY);
+    eset_init(&pool->retained, EXTENT_RETAINED);
+    pool->grow_next = CHUNK_GROW_MIN;
+    pool->nohuge = nohuge;
+    pool->ind = ind;
+}
+
+/* Map a new chunk of at least esize bytes into the retained set. */
+static bool pool_grow(extent_pool_t *pool, size_t esize)
+{
+    size_t size = MA_MAX(pool->grow_next, MA_ALIGN_UP(esize, CHUNK_ALIGN));
+    if (size < esize)
+        return false;
+    void *p = pages_map(size, CHUNK_ALIGN);
+    if (p == NULL && size > esize) {
+        size = PAGE_CEIL(esize);
+        p = pages_map(size, PAGE);
+    }
+    if (p == NULL)
+        return false;
+    chunk_t *chunk = base_alloc(sizeof(chunk_t), 16);
+    extent_t *e = base_cache_get(&extent_records);
+    if (chunk == NULL || e == NULL || !rtree_prepare((uintptr_t)p, size)) {
+        pages_unmap(p, size);
+        if (e != NULL)
+            base_cache_put(&extent_records, e);
+        return false;
+    }
+    if (pool->nohuge)
+        pages_nohuge(p, size);
+    chunk->base = (uintptr_t)p;
+    chunk->size = size;
+    chunk->next = pool->chunks;
+    pool->chunks = chunk;
+    e->addr = (uintptr_t)p;
+    e->size = size;
+    e->pool = pool;
+    e->chunk = chunk;
+    e->arena_ind = pool->ind;
+    register_boundaries(e, elm_free(e));
+    eset_insert(&pool->retained, e);
+    pool->stats.mapped += size;
+    if (pool->grow_next < CHUNK_GROW_MAX)
+        pool->grow_next *= 2;
+    return true;
+}
+
+/* Cut e at lead_size: e keeps the lead, the returned record the rest.
+ * No page-map writes; NULL if no record could be had. */
+static extent_t *extent_split_raw(extent_t *e, size_t lead_size)
+{
+    extent_t *t = base_cache_get(&extent_records);
+    if (t == NULL)
+        return NULL;
+    t->addr = e->addr + lead_size;
+    t->size = e->size - lead_size;
+    t->pool = e->pool;
+    t->chunk = e->chunk;
+    t->arena_ind = e->arena_ind;
+    e->size = lead_size;
+    return t;
+}
+
+/* Merge e with free neighbours of set's state, then insert it. */
+static void pool_insert_coalesced(extent_pool_t *pool, eset_t *set, extent_t *e)
+{
+    chunk_t *c = e->chunk;
+    if (e->addr > c->base) {
+        extent_t *n = rtree_elm_extent(rtree_lookup(e->addr - PAGE));
+        if (n != NULL && n->state == set->state) {
+            eset_remove(set, n);
+            if (n->size > PAGE)
+                rtree_write(n->addr + n->size - PAGE, RTREE_STALE);
+            rtree_write(e->addr, RTREE_STALE);
+            n->size += e->size;
+            base_cache_put(&extent_records, e);
+            e = n;
+        }
+    }
+    uintptr_t end = e->addr + e->size;
+    if (end < c->base + c->size) {
+        extent_t *n = rtree_elm_extent(rtree_lookup(end));
+        if (n != NULL && n->state == set->state) {
+            eset_remove(set, n);
+            if (e->size > PAGE)
+                rtree_write(end - PAGE, RTREE_STALE);
+            rtree_write(end, RTREE_STALE);
+            e->size += n->size;
+            base_cache_put(&extent_records, n);
+        }
+    }
+    register_boundaries(e, elm_free(e));
+    eset_insert(set, e);
+}
+
+static void register_active(extent_t *e, unsigned szind, bool slab)
+{
+    e->state = EXTENT_ACTIVE;
+    e->szind = (uint16_t)szind;
+    e->slab = slab;
+    e->sampled = false;
+    e->prof = NULL;
+    if (slab) {
+        rtree_write_range(e->addr, e->size, rtree_elm_make(e, szind, RTREE_SLAB));
+        /* Classes whose size the cache bin cannot hold take the slow path. */
+        if (sc_index2size(szind) <= UINT16_MAX)
+            rtree_fastmap_write(e->addr, e->size, szind + 1);
+    } else
+        register_boundaries(e, rtree_elm_make(e, szind, 0));
+}
+
+extent_t *extent_alloc(extent_pool_t *pool, size_t size, size_t align, unsigned szind, bool slab,
+                       bool *zeroed)
+{
+    if (align < PAGE)
+        align = PAGE;
+    size_t esize = size + (align - PAGE);
+    if (esize < size || size == 0)
+        return NULL;
+    ma_mutex_lock(&pool->lock);
+    eset_t *set = NULL;
+    extent_t *e = NULL;
+    eset_t *order[3] = {&pool->dirty, &pool->muzzy, &pool->retained};
+    for (int i = 0; i < 3 && e == NULL; i++) {
+        set = order[i];
+        e = eset_first_fit(set, esize);
+    }
+    if (e == NULL) {
+        set = &pool->retained;
+        if (pool_grow(pool, esize))
+            e = eset_first_fit(set, esize);
+        if (e == NULL) {
+            ma_mutex_unlock(&pool->lock);
+            return NULL;
+        }
+    }
+    eset_remove(set, e);
+    uintptr_t start = MA_ALIGN_UP(e->addr, align);
+    if (start != e->addr) {
+        extent_t *rest = extent_split_raw(e, start - e->addr);
+        if (rest == NULL)
+            goto fail;
+        register_boundaries(e, elm_free(e));
+        eset_insert(set, e);
+        e = rest;
+    }
+    if (e->size > size) {
+        extent_t *trail = extent_split_raw(e, size);
+        if (trail == NULL)
+            goto fail;
+        register_boundaries(trail, elm_free(trail));
+        eset_insert(set, trail);
+    }
+    *zeroed = set->state == EXTENT_RETAINED;
+    register_active(e, szind, slab);
+    pool->stats.active_pages += size >> LG_PAGE;
+    ma_mutex_unlock(&pool->lock);
+    return e;
+fail:
+    register_boundaries(e, elm_free(e));
+    pool_insert_coalesced(pool, set, e);
+    ma_mutex_unlock(&pool->lock);
+    return NULL;
+}
+
+void extent_dalloc(extent_pool_t *pool, extent_t *e)
+{
+    ma_mutex_lock(&pool->lock);
+    pool->stats.active_pages -= e->size >> LG_PAGE;
+    if (e->slab) {
+        rtree_fastmap_write(e->addr, e->size, 0);
+        if (e->size > 2 * PAGE)
+            rtree_write_range(e->addr + PAGE, e->size - 2 * PAGE, RTREE_STALE);
+    }
+    e->slab = false;
+    e->sampled = false;
+    e->prof = NULL;
+    pool_insert_coalesced(pool, &pool->dirty, e);
+    ma_mutex_unlock(&pool->lock);
+}
+
+void extent_set_szind(extent_t *e, unsigned szind, uint64_t flags)
+{
+    e->szind = (uint16_t)szind;
+    register_boundaries(e, rtree_elm_make(e, szind, flags));
+}
+
+bool extent_shrink(extent_pool_t *pool, extent_t *e, size_t new_size, unsigned szind)
+{
+    ma_mutex_lock(&pool->lock);
+    extent_t *trail = extent_split_raw(e, new_size);
+    if (trail == NULL) {
+        ma_mutex_unlock(&pool->lock);
+        return false;
+    }
+    pool->stats.active_pages -= trail->size >> LG_PAGE;
+    extent_set_szind(e, szind, e->sampled ? RTREE_SAMPLED : 0);
+    register_boundaries(trail, elm_free(trail));
+    pool_insert_coalesced(pool, &pool->dirty, trail);
+    ma_mutex_unlock(&pool->lock);
+    return true;
+}
+
+bool extent_expand(extent_pool_t *pool, extent_t *e, size_t new_size, unsigned szind, bool *zeroed)
+{
+    size_t extra = new_size - e->size;
+    uintptr_t end = e->addr + e->size;
+    bool ok = false;
+    ma_mutex_lock(&pool->lock);
+    if (end < e->chunk->base + e->chunk->size) {
+        extent_t *n = rtree_elm_extent(rtree_lookup(end));
+        if (n != NULL && n->state != EXTENT_ACTIVE && n->size >= extra) {
+            eset_t *set = pool_set(pool, (enum extent_state)n->state);
+            extent_t *rest = NULL;
+            eset_remove(set, n);
+            if (n->size > extra && (rest = extent_split_raw(n, extra)) == NULL) {
+                eset_insert(set, n);
+                goto out;
+            }
+            /* n now covers exactly [end, end + extra). */
+            if (rest != NULL) {
+                register_boundaries(rest, elm_free(rest));
+                eset_insert(set, rest);
+            }
+            if (e->size > PAGE)
+                rtree_write(end - PAGE, RTREE_STALE);
+            if (n->size > PAGE)
+                rtree_write(n->addr + n->size - PAGE, RTREE_STALE);
+            rtree_write(n->addr, RTREE_STALE);
+            *zeroed = set->state == EXTENT_RETAINED;
+            e->size = new_size;
+            pool->stats.active_pages += extra >> LG_PAGE;
+            base_cache_put(&extent_records, n);
+            extent_set_szind(e, szind, e->sampled ? RTREE_SAMPLED : 0);
+            ok = true;
+        }
+    }
+out:
+    ma_mutex_unlock(&pool->lock);
+    return ok;
+}
+
+static size_t pool_purge_set(extent_pool_t *pool, eset_t *from, int kind)
+{
+    size_t purged = 0;
+    while (from->lru.head != NULL) {
+        extent_t *e = from->lru.head;
+        eset_remove(from, e);
+        pages_purge_forced((void *)e->addr, e->size);
+        purged += e->size >> LG_PAGE;
+        pool->stats.nmadvise[kind]++;
+        pool_insert_coalesced(pool, &pool->retained, e);
+    }
+    if (purged != 0) {
+        pool->stats.npurge[kind]++;
+        pool->stats.purged_pages[kind] += purged;
+    }
+    return purged;
+}
+
+size_t extent_purge_all(extent_pool_t *pool)
+{
+    ma_mutex_lock(&pool->lock);
+    size_t n = pool_purge_set(pool, &pool->dirty, 0);
+    n += pool_purge_set(pool, &pool->muzzy, 1);
+    ma_mutex_unlock(&pool->lock);
+    return n;
+}
+
+size_t extent_pool_dirty_pages(extent_pool_t *pool)
+{
+    return ma_load_relaxed(&pool->dirty.npages);
+}
+
+void extent_pool_prefork(extent_pool_t *pool) { ma_mutex_prefork(&pool->lock); }
+void extent_pool_postfork_parent(extent_pool_t *pool) { ma_mutex_postfork_parent(&pool->lock); }
+void extent_pool_postfork_child(extent_pool_t *pool) { ma_mutex_postfork_child(&pool->lock); }

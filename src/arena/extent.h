@@ -1,0 +1,139 @@
+/*
+ * extent: runs of pages, and the page pool that hands them out.
+ *
+ * A pool owns "chunks" mapped from the OS and tiles each chunk with extents.
+ * A free extent is in one of three sets by what its pages hold:
+ *
+ *   dirty     freed by the program, pages likely resident
+ *   muzzy     MADV_FREE'd: the kernel may take them; contents undefined
+ *   retained  MADV_DONTNEED'd or never touched: not resident, reads as zero
+ *
+ * Allocation takes the lowest-addressed fitting extent of the dirty set,
+ * then muzzy, then retained (address-ordered first fit keeps live memory
+ * packed low), and maps a new chunk only when none fits. Freed extents are
+ * coalesced with free neighbours of the same state in the same chunk.
+ * Extents never span chunks, so a pool only ever looks at its own extents.
+ */
+#ifndef MYALLOC_EXTENT_H
+#define MYALLOC_EXTENT_H
+
+#include "../common/mutex.h"
+#include "../sizeclass/sizeclass.h"
+#include "rtree.h"
+
+enum extent_state { EXTENT_ACTIVE = 0, EXTENT_DIRTY, EXTENT_MUZZY, EXTENT_RETAINED };
+
+#define SLAB_BITMAP_WORDS ((SC_SLAB_MAXREGS + 63) / 64)
+
+typedef struct chunk {
+    uintptr_t base;
+    size_t size;
+    struct chunk *next;
+} chunk_t;
+
+/*
+ * extent_t: one run of pages.
+ *
+ * Invariants:
+ * - addr and size are multiples of PAGE; [addr, addr+size) lies in chunk.
+ * - state == EXTENT_ACTIVE: owned by a slab or a large allocation, in no
+ *   set; szind is the slab's bin or the allocation's class.
+ * - state != EXTENT_ACTIVE: in exactly one set of pool (the one named by
+ *   state) and on that set's LRU list; szind == SC_NSIZES.
+ * - slab: bitmap has a 1 for each free region; nfree counts them; bits past
+ *   nregs are 0. A slab with nfree > 0 that is not its bin's current slab is
+ *   in the bin's nonfull heap (ph_* links); a full slab is in no heap.
+ * - ph_* links are used by exactly one heap at a time (a set's, or a bin's).
+ */
+typedef struct extent {
+    uintptr_t addr;
+    size_t size;
+    struct extent_pool *pool;
+    chunk_t *chunk;
+    uint16_t szind;
+    uint8_t state;
+    bool slab;
+    bool sampled;
+    uint32_t nfree;
+    uint32_t bitmap_hint;       /* no free region in words below this one */
+    uint32_t arena_ind;
+    struct extent *ph_child, *ph_prev, *ph_next;
+    struct extent *lru_prev, *lru_next;
+    uint64_t lru_time;          /* when it entered its set (ns, for decay) */
+    void *prof;                 /* the profiler's record of a sampled object */
+    uint64_t bitmap[SLAB_BITMAP_WORDS];
+} MA_ALIGNED(64) extent_t;
+
+/* A pairing heap of extents ordered by address (lowest first). */
+typedef struct extent_heap {
+    extent_t *root;
+} extent_heap_t;
+
+void extent_heap_insert(extent_heap_t *h, extent_t *e);
+void extent_heap_remove(extent_heap_t *h, extent_t *e);
+MA_INLINE extent_t *extent_heap_first(extent_heap_t *h) { return h->root; }
+
+typedef struct extent_list {
+    extent_t *head, *tail;  /* head = oldest */
+} extent_list_t;
+
+/* A set of free extents of one state, binned by size class (floor). */
+typedef struct eset {
+    extent_heap_t heaps[SC_NSIZES];
+    uint64_t nonempty[(SC_NSIZES + 63) / 64];
+    extent_list_t lru;
+    size_t npages;
+    size_t nextents;
+    enum extent_state state;
+} eset_t;
+
+typedef struct pool_stats {
+    size_t mapped;             /* bytes of chunks */
+    size_t active_pages;
+    uint64_t npurge[2];        /* [0] dirty -> muzzy/retained, [1] muzzy -> retained */
+    uint64_t nmadvise[2];
+    uint64_t purged_pages[2];
+} pool_stats_t;
+
+typedef struct extent_pool {
+    ma_mutex_t lock;
+    eset_t dirty, muzzy, retained;
+    chunk_t *chunks;
+    size_t grow_next;          /* size of the next chunk to map */
+    bool nohuge;               /* MADV_NOHUGEPAGE each new chunk once */
+    unsigned ind;              /* arena index, for messages and stats */
+    pool_stats_t stats;
+} extent_pool_t;
+
+void extent_pool_init(extent_pool_t *pool, unsigned ind, bool nohuge);
+
+/* An active extent of size bytes aligned to align (power of two >= PAGE),
+ * registered in the page map as a slab of class szind (every page) or as a
+ * large allocation (first and last page). *zeroed tells whether its pages
+ * are known to read as zero. NULL when out of memory. */
+extent_t *extent_alloc(extent_pool_t *pool, size_t size, size_t align, unsigned szind, bool slab,
+                       bool *zeroed);
+
+/* Return an active extent to the pool (dirty). */
+void extent_dalloc(extent_pool_t *pool, extent_t *e);
+
+/* Large in-place resizing: shrink e to new_size (the tail becomes dirty), or
+ * grow it into the free extent that follows. szind is the new class. */
+bool extent_shrink(extent_pool_t *pool, extent_t *e, size_t new_size, unsigned szind);
+bool extent_expand(extent_pool_t *pool, extent_t *e, size_t new_size, unsigned szind, bool *zeroed);
+
+/* Change the class recorded for an active large extent (first/last page). */
+void extent_set_szind(extent_t *e, unsigned szind, uint64_t flags);
+
+/* Purge free pages: dirty -> retained (forced), muzzy -> retained. Returns
+ * the number of pages purged. */
+size_t extent_purge_all(extent_pool_t *pool);
+
+/* Sizes in pages, read without the lock (stats). */
+size_t extent_pool_dirty_pages(extent_pool_t *pool);
+
+void extent_pool_prefork(extent_pool_t *pool);
+void extent_pool_postfork_parent(extent_pool_t *pool);
+void extent_pool_postfork_child(extent_pool_t *pool);
+
+#endif

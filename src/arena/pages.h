@@ -1,0 +1,30 @@
+/*
+ * pages: the OS layer. Every mmap / munmap / madvise the allocator makes
+ * goes through here.
+ */
+#ifndef MYALLOC_PAGES_H
+#define MYALLOC_PAGES_H
+
+#include "../sizeclass/sizeclass.h"
+
+/* Map size bytes (a multiple of PAGE) aligned to align (a power of two
+ * >= PAGE), readable and writable, zero-filled. NULL on failure. */
+void *pages_map(size_t size, size_t align);
+void pages_unmap(void *addr, size_t size);
+
+/* Give pages back and make them read as zero again (MADV_DONTNEED). */
+bool pages_purge_forced(void *addr, size_t size);
+/* Let the kernel take pages when it needs them (MADV_FREE); contents are
+ * undefined afterwards. Falls back to pages_purge_forced. */
+bool pages_purge_lazy(void *addr, size_t size);
+
+void pages_nohuge(void *addr, size_t size);
+void pages_huge(void *addr, size_t size);
+
+/* The page size the OS uses (checked against PAGE at init). */
+size_t pages_os_page_size(void);
+
+/* Counters of system calls made, for stats and tests. */
+extern uint64_t pages_nmadvise;
+
+#endif

@@ -1,0 +1,91 @@
+/*
+ * rtree: the page map, see rtree.h.
+ */
+#include "rtree.h"
+
+#include <string.h>
+
+#include "../common/mutex.h"
+#include "base.h"
+#include "pages.h"
+
+rtree_elm_t *rtree_root[RTREE_ROOT_N];
+uint8_t *rtree_fastmap;
+uintptr_t rtree_fastmap_npages;
+
+_Static_assert(SC_NBINS < 255, "the fast map stores binind + 1 in a byte");
+
+void rtree_fastmap_boot(void)
+{
+    /* The user address space is 2^47 bytes on x86-64 (4-level paging). */
+    size_t npages = (size_t)1 << (47 - LG_PAGE);
+    void *m = pages_map(npages, PAGE);
+    if (m == NULL)
+        return; /* every free takes the radix-tree path */
+    rtree_fastmap = m;
+    ma_store_release(&rtree_fastmap_npages, npages);
+}
+
+void rtree_fastmap_write(uintptr_t addr, size_t size, unsigned v)
+{
+    uintptr_t pg = addr >> LG_PAGE, n = size >> LG_PAGE;
+    if (pg + n > rtree_fastmap_npages)
+        return; /* outside the map: lookups there miss, as they must */
+    for (uintptr_t i = 0; i < n; i++)
+        ma_store_relaxed(&rtree_fastmap[pg + i], (uint8_t)v);
+}
+static ma_mutex_t rtree_lock = MA_MUTEX_INITIALIZER; /* serialises leaf creation */
+
+MA_NOINLINE static rtree_elm_t *rtree_leaf_create(uintptr_t i)
+{
+    ma_mutex_lock(&rtree_lock);
+    rtree_elm_t *leaf = ma_load_acquire(&rtree_root[i]);
+    if (leaf == NULL) {
+        leaf = base_alloc(RTREE_LEAF_N * sizeof(rtree_elm_t), 64);
+        if (leaf != NULL)
+            ma_store_release(&rtree_root[i], leaf);
+    }
+    ma_mutex_unlock(&rtree_lock);
+    return leaf;
+}
+
+rtree_elm_t *rtree_elm_get(uintptr_t a)
+{
+    uintptr_t i = a >> RTREE_LG_LEAF_SPAN;
+    if (i >= RTREE_ROOT_N)
+        return NULL;
+    rtree_elm_t *leaf = ma_load_acquire(&rtree_root[i]);
+    if (unlikely(leaf == NULL) && (leaf = rtree_leaf_create(i)) == NULL)
+        return NULL;
+    return &leaf[(a >> LG_PAGE) & (RTREE_LEAF_N - 1)];
+}
+
+bool rtree_write(uintptr_t addr, rtree_elm_t e)
+{
+    rtree_elm_t *p = rtree_elm_get(addr);
+    if (p == NULL)
+        return false;
+    ma_store_release(p, e);
+    return true;
+}
+
+bool rtree_write_range(uintptr_t addr, size_t size, rtree_elm_t e)
+{
+    uintptr_t end = addr + size;
+    while (addr < end) {
+        rtree_elm_t *p = rtree_elm_get(addr);
+        if (p == NULL)
+            return false;
+        /* Write within this leaf without re-walking the root. */
+        uintptr_t leaf_end = MA_ALIGN_DOWN(addr, (uintptr_t)1 << RTREE_LG_LEAF_SPAN) +
+                             ((uintptr_t)1 << RTREE_LG_LEAF_SPAN);
+        uintptr_t stop = MA_MIN(end, leaf_end);
+        for (; addr < stop; addr += PAGE, p++)
+            ma_store_release(p, e);
+    }
+    return true;
+}
+
+void rtree_prefork(void) { ma_mutex_prefork(&rtree_lock); }
+void rtree_postfork_parent(void) { ma_mutex_postfork_parent(&rtree_lock); }
+void rtree_postfork_child(void) { ma_mutex_postfork_child(&rtree_lock); }

@@ -1,0 +1,93 @@
+/*
+ * common: compiler helpers, atomics and the allocator's own diagnostics.
+ *
+ * Every module may include this header; it includes nothing of ours.
+ * Nothing here may call malloc: the allocator is the malloc.
+ */
+#ifndef MYALLOC_COMMON_H
+#define MYALLOC_COMMON_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define likely(x)   __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+#define MA_INLINE   static inline __attribute__((always_inline))
+#define MA_NOINLINE __attribute__((noinline))
+#define MA_COLD     __attribute__((cold, noinline))
+#define MA_EXPORT   __attribute__((visibility("default")))
+/* On an extern declaration: lets the compiler reach the object RIP-relative
+ * (the fast paths' tables), since -fvisibility=hidden covers definitions
+ * only. */
+#define MA_HIDDEN   __attribute__((visibility("hidden")))
+#define MA_UNUSED   __attribute__((unused))
+#define MA_CACHELINE 64
+#define MA_ALIGNED(n) __attribute__((aligned(n)))
+
+#define MA_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MA_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define MA_ALIGN_UP(x, a)   (((x) + ((a) - 1)) & ~((uintptr_t)(a) - 1))
+#define MA_ALIGN_DOWN(x, a) ((x) & ~((uintptr_t)(a) - 1))
+#define MA_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Relaxed atomics are enough for counters and for page-map entries read on
+ * the fast path: the pointer being freed was published to the freeing thread
+ * by the program's own synchronisation. Acquire/release where data hangs off
+ * the value (page-map leaves, arena pointers). */
+#define ma_load_relaxed(p)      __atomic_load_n((p), __ATOMIC_RELAXED)
+#define ma_load_acquire(p)      __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define ma_store_relaxed(p, v)  __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define ma_store_release(p, v)  __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define ma_fetch_add(p, v)      __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
+#define ma_fetch_sub(p, v)      __atomic_fetch_sub((p), (v), __ATOMIC_RELAXED)
+#define ma_cas(p, expp, v) \
+    __atomic_compare_exchange_n((p), (expp), (v), false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
+
+MA_INLINE unsigned ma_lg_floor(uint64_t x) { return 63u - (unsigned)__builtin_clzll(x); }
+MA_INLINE unsigned ma_lg_ceil(uint64_t x) { return x <= 1 ? 0 : ma_lg_floor(x - 1) + 1; }
+MA_INLINE uint64_t ma_pow2_ceil(uint64_t x) { return (uint64_t)1 << ma_lg_ceil(x); }
+
+/* Formatting without malloc (src/common/fmt.c). Supports %s %c %d %i %u %x
+ * %p %f %e %g-less subset with l/ll/z modifiers, width, zero padding, '-' and
+ * precision. Returns the length the full output would have (like snprintf). */
+size_t ma_vsnprintf(char *buf, size_t size, const char *fmt, va_list ap);
+size_t ma_snprintf(char *buf, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Write all of buf to fd, retrying on EINTR and short writes. */
+bool ma_write_all(int fd, const void *buf, size_t len);
+
+/* One line on stderr starting "<myalloc>: ". */
+void ma_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same, then abort(). */
+void ma_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn, cold));
+
+/* A write callback in malloc_stats_print's shape, and a small buffered
+ * writer on top of it, used by the stats and profile writers. */
+typedef void ma_write_cb_t(void *opaque, const char *s);
+
+typedef struct ma_bufwriter {
+    ma_write_cb_t *cb;   /* flushes go to cb(opaque, buf) when cb != NULL ... */
+    void *opaque;
+    int fd;              /* ... or to fd otherwise */
+    bool failed;         /* a write to fd failed; later output is dropped */
+    size_t len;
+    char buf[4096];
+} ma_bufwriter_t;
+
+void ma_bw_init_fd(ma_bufwriter_t *bw, int fd);
+void ma_bw_init_cb(ma_bufwriter_t *bw, ma_write_cb_t *cb, void *opaque);
+void ma_bw_write(ma_bufwriter_t *bw, const char *s, size_t len);
+void ma_bw_puts(ma_bufwriter_t *bw, const char *s);
+void ma_bw_printf(ma_bufwriter_t *bw, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+bool ma_bw_flush(ma_bufwriter_t *bw);
+
+/* Environment lookup that works before libc's environ is fully usable and
+ * never allocates (getenv does not either, but this keeps the dependency in
+ * one place). */
+const char *ma_getenv(const char *name);
+
+#endif

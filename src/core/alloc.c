@@ -1,0 +1,349 @@
+/*
+ * alloc: the standard allocation entry points.
+ *
+ * malloc and free each have a short inline fast path (thread cache hit,
+ * no event due) and one call to a noinline slow path that handles
+ * everything else: first use, events (GC, profiling samples), cache misses,
+ * large sizes, alignment, errors.
+ */
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../arena/extent.h"
+#include "core.h"
+
+/* ---------------------------------------------------------------------
+ * Fast paths.
+ */
+
+/* Small request served from the thread cache with no event due: a table
+ * lookup, one compare, a pop. */
+MA_INLINE bool alloc_fast(size_t size, void **out)
+{
+    if (unlikely(size > SC_LOOKUP_MAXCLASS))
+        return false;
+    const sc_lookup_t *lk = sc_lookup(size);
+    size_t usize = lk->usize;
+    size_t bin_off = lk->bin_off; /* class * sizeof(cache_bin_t) */
+    tsd_t TSD_SEG *tsd = tsd_fast();
+    uint64_t after = tsd->thread_allocated + usize;
+    /* next_event == 0 also routes uninitialised / re-entrant threads here. */
+    if (unlikely(after >= tsd->next_event))
+        return false;
+    if (unlikely(!cache_bin_pop_seg(tsd_bin_at(tsd, (intptr_t)bin_off), out)))
+        return false;
+    tsd->thread_allocated = after;
+    return true;
+}
+
+/* Object on a slab (not sampled, not large) pushed to the thread cache. */
+MA_INLINE bool free_fast(void *p)
+{
+    uintptr_t pg = (uintptr_t)p >> LG_PAGE;
+    if (unlikely(pg >= rtree_fastmap_npages))
+        return false;
+    uintptr_t ind1 = ma_load_relaxed(&rtree_fastmap[pg]); /* class + 1, or 0 */
+    tsd_t TSD_SEG *tsd = tsd_fast();
+    /* ind1 == 0 (not a slab object) selects bin_none, which is always full. */
+    cache_bin_t TSD_SEG *bin = (cache_bin_t TSD_SEG *)((char TSD_SEG *)&tsd->bin_none + (ind1 << 4));
+    if (unlikely(!cache_bin_push_seg(bin, p)))
+        return false;
+    tsd->thread_deallocated += bin->usize;
+    return true;
+}
+
+/* ---------------------------------------------------------------------
+ * Slow paths.
+ */
+
+static arena_t *flags_arena(tsd_t *tsd, int flags, bool *explicit_arena)
+{
+    unsigned a = ((unsigned)flags & MA_FLAG_ARENA_MASK) >> MA_FLAG_ARENA_SHIFT;
+    *explicit_arena = a != 0;
+    if (a != 0)
+        return a - 1 < arena_narenas ? arena_get(a - 1) : NULL;
+    return tsd->arena != NULL ? tsd->arena : arena_get(0);
+}
+
+/* Allocate usize bytes (a class) for a thread in any state. */
+static void *alloc_usize(tsd_t *tsd, size_t usize, size_t align, int flags)
+{
+    bool zero = flags & MA_FLAG_ZERO, explicit_arena;
+    unsigned ind = sc_size2index(usize);
+    arena_t *arena = flags_arena(tsd, flags, &explicit_arena);
+    if (unlikely(arena == NULL))
+        return NULL;
+    bool cached = tsd_nominal(tsd) && tcache_serves(tsd, ind) && !explicit_arena &&
+                  !(flags & MA_FLAG_TCACHE_NONE) && align <= PAGE;
+    void *p;
+    if (cached) {
+        if (!cache_bin_pop_fast(&tsd->bins[ind], &p))
+            p = tcache_alloc_hard(tsd, ind);
+        if (p != NULL && zero)
+            memset(p, 0, usize);
+        return p;
+    }
+    if (usize <= SC_SMALL_MAXCLASS)
+        return arena_malloc_small(arena, ind, zero);
+    return arena_malloc_large(arena, usize, MA_MAX(align, PAGE), zero);
+}
+
+MA_NOINLINE void *ma_alloc_slow(size_t size, size_t align, int flags)
+{
+    if (unlikely(!ma_init()))
+        goto oom;
+    size_t usize = align <= QUANTUM ? sc_s2u(size) : sc_sa2u(size, align);
+    if (unlikely(usize == 0))
+        goto oom;
+    tsd_t *tsd = tsd_fetch();
+    void *p;
+    if (unlikely(!tsd_nominal(tsd))) {
+        p = alloc_usize(tsd, usize, align, flags);
+    } else if (unlikely(tsd->reentrancy != 0)) {
+        te_reentrant_alloc(tsd, usize);
+        p = alloc_usize(tsd, usize, align, flags);
+    } else if (tsd->thread_allocated + usize >= tsd->next_event) {
+        bool sample = te_alloc_event(tsd, usize);
+        (void)sample; /* the profiler's sampled path plugs in here */
+        p = alloc_usize(tsd, usize, align, flags);
+        if (likely(p != NULL))
+            tsd->thread_allocated += usize;
+        tsd_update_next_event(tsd);
+        if (unlikely(p == NULL))
+            goto oom;
+        return p;
+    } else {
+        p = alloc_usize(tsd, usize, align, flags);
+    }
+    if (unlikely(p == NULL))
+        goto oom;
+    tsd->thread_allocated += usize;
+    return p;
+oom:
+    errno = ENOMEM;
+    return NULL;
+}
+
+rtree_elm_t ma_lookup_live(const void *p, const char *func)
+{
+    rtree_elm_t elm = rtree_lookup((uintptr_t)p);
+    if (likely(elm & RTREE_SLAB))
+        return elm;
+    if (elm == 0)
+        ma_fatal("%s(): invalid pointer %p (not allocated by myalloc)", func, p);
+    extent_t *e = rtree_elm_extent(elm);
+    if (e == NULL || (elm & RTREE_STALE))
+        ma_fatal("%s(): double free or invalid pointer %p", func, p);
+    if (rtree_elm_szind(elm) == SC_NSIZES)
+        ma_fatal("%s(): double free of %p", func, p);
+    if ((uintptr_t)p != e->addr)
+        ma_fatal("%s(): invalid pointer %p (inside an allocation, not its start)", func, p);
+    return elm;
+}
+
+static void dalloc_elm(tsd_t *tsd, void *p, rtree_elm_t elm, int flags)
+{
+    unsigned ind = rtree_elm_szind(elm);
+    extent_t *e = rtree_elm_extent(elm);
+    bool cached = tsd_nominal(tsd) && tcache_serves(tsd, ind) && !(flags & MA_FLAG_TCACHE_NONE);
+    if (cached) {
+        if (!cache_bin_push_fast(&tsd->bins[ind], p))
+            tcache_dalloc_hard(tsd, ind, p);
+    } else if (elm & RTREE_SLAB) {
+        arena_dalloc_small_batch(ind, &p, &e, 1);
+    } else {
+        arena_dalloc_large(e);
+    }
+    tsd->thread_deallocated += sc_index2size(ind);
+}
+
+static void dalloc(void *p, int flags, const char *func)
+{
+    rtree_elm_t elm = ma_lookup_live(p, func);
+    dalloc_elm(tsd_fetch(), p, elm, flags);
+}
+
+MA_NOINLINE void ma_free_slow(void *p)
+{
+    if (p == NULL)
+        return;
+    dalloc(p, 0, "free");
+}
+
+void *ma_ralloc(void *p, size_t size, size_t align, int flags)
+{
+    rtree_elm_t elm = ma_lookup_live(p, "realloc");
+    size_t old_usize = sc_index2size(rtree_elm_szind(elm));
+    size_t usize = align <= QUANTUM ? sc_s2u(size) : sc_sa2u(size, align);
+    if (unlikely(usize == 0)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    tsd_t *tsd = tsd_fetch();
+    bool aligned = align == 0 || ((uintptr_t)p & (align - 1)) == 0;
+    if (aligned && !(elm & RTREE_SAMPLED)) {
+        bool in_place = false;
+        if (elm & RTREE_SLAB)
+            in_place = usize == old_usize;
+        else if (usize >= SC_LARGE_MINCLASS)
+            in_place = arena_ralloc_large_in_place(rtree_elm_extent(elm), usize, flags & MA_FLAG_ZERO);
+        if (in_place) {
+            tsd->thread_allocated += usize;
+            tsd->thread_deallocated += old_usize;
+            return p;
+        }
+    }
+    void *q = ma_alloc_slow(size, align, flags);
+    if (q == NULL)
+        return NULL;
+    memcpy(q, p, MA_MIN(old_usize, usize));
+    dalloc_elm(tsd, p, elm, 0);
+    return q;
+}
+
+/* ---------------------------------------------------------------------
+ * Standard entry points.
+ */
+
+MA_EXPORT void *malloc(size_t size)
+{
+    void *p;
+    if (likely(alloc_fast(size, &p)))
+        return p;
+    return ma_alloc_slow(size, 0, 0);
+}
+
+MA_EXPORT void free(void *p)
+{
+    if (likely(free_fast(p)))
+        return;
+    ma_free_slow(p);
+}
+
+MA_EXPORT void *calloc(size_t n, size_t size)
+{
+    size_t total;
+    if (unlikely(__builtin_mul_overflow(n, size, &total))) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    void *p;
+    if (likely(alloc_fast(total, &p))) {
+        memset(p, 0, total);
+        return p;
+    }
+    return ma_alloc_slow(total, 0, MA_FLAG_ZERO);
+}
+
+MA_EXPORT void *realloc(void *p, size_t size)
+{
+    if (p == NULL)
+        return malloc(size);
+    if (size == 0) { /* glibc's behaviour: free and return NULL */
+        free(p);
+        return NULL;
+    }
+    return ma_ralloc(p, size, 0, 0);
+}
+
+MA_EXPORT void *reallocarray(void *p, size_t n, size_t size)
+{
+    size_t total;
+    if (unlikely(__builtin_mul_overflow(n, size, &total))) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return realloc(p, total);
+}
+
+static bool is_pow2(size_t a) { return a != 0 && (a & (a - 1)) == 0; }
+
+MA_EXPORT int posix_memalign(void **memptr, size_t align, size_t size)
+{
+    if (unlikely(align < sizeof(void *) || !is_pow2(align)))
+        return EINVAL;
+    int saved = errno;
+    void *p = ma_alloc_slow(size, align, 0);
+    errno = saved;
+    if (unlikely(p == NULL))
+        return ENOMEM;
+    *memptr = p;
+    return 0;
+}
+
+MA_EXPORT void *aligned_alloc(size_t align, size_t size)
+{
+    if (unlikely(!is_pow2(align))) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return ma_alloc_slow(size, align, 0);
+}
+
+MA_EXPORT void *memalign(size_t align, size_t size)
+{
+    return aligned_alloc(align, size);
+}
+
+static size_t os_page(void)
+{
+    static size_t page;
+    if (page == 0)
+        page = (size_t)sysconf(_SC_PAGESIZE);
+    return page;
+}
+
+MA_EXPORT void *valloc(size_t size)
+{
+    return ma_alloc_slow(size, os_page(), 0);
+}
+
+MA_EXPORT void *pvalloc(size_t size)
+{
+    size_t pg = os_page();
+    size_t rounded = (size + pg - 1) & ~(pg - 1);
+    if (rounded < size) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return ma_alloc_slow(rounded == 0 ? pg : rounded, pg, 0);
+}
+
+MA_EXPORT size_t malloc_usable_size(void *p)
+{
+    if (p == NULL)
+        return 0;
+    rtree_elm_t elm = rtree_lookup((uintptr_t)p);
+    extent_t *e = rtree_elm_extent(elm);
+    unsigned ind = rtree_elm_szind(elm);
+    if (e == NULL || (elm & RTREE_STALE) || ind >= SC_NSIZES)
+        return 0; /* not ours, or freed: answer 0 rather than crash */
+    if (elm & RTREE_SLAB)
+        return slab_region_index(e, ind, p) < 0 ? 0 : sc_index2size(ind);
+    return (uintptr_t)p == e->addr ? sc_index2size(ind) : 0;
+}
+
+MA_EXPORT void free_sized(void *p, size_t size)
+{
+    (void)size;
+    free(p);
+}
+
+MA_EXPORT void free_aligned_sized(void *p, size_t align, size_t size)
+{
+    (void)align;
+    (void)size;
+    free(p);
+}
+
+/* glibc's internal names, for code that calls them directly and so that
+ * static linking never pulls in glibc's malloc. */
+MA_EXPORT void *__libc_malloc(size_t size) __attribute__((alias("malloc")));
+MA_EXPORT void __libc_free(void *p) __attribute__((alias("free")));
+MA_EXPORT void *__libc_calloc(size_t n, size_t size) __attribute__((alias("calloc")));
+MA_EXPORT void *__libc_realloc(void *p, size_t size) __attribute__((alias("realloc")));
+MA_EXPORT void *__libc_memalign(size_t align, size_t size) __attribute__((alias("memalign")));
+MA_EXPORT void *__libc_valloc(size_t size) __attribute__((alias("valloc")));
+MA_EXPORT void *__libc_pvalloc(size_t size) __attribute__((alias("pvalloc")));
+MA_EXPORT void cfree(void *p) __attribute__((alias("free")));

@@ -1,0 +1,170 @@
+/*
+ * conf: the option table and the MYALLOC_CONF parser.
+ *
+ * Syntax (jemalloc's): key:value[,key:value]... Keys are [A-Za-z0-9_]+;
+ * a value runs to the next comma. Booleans are true/false; numbers are C
+ * integer literals (0x.. allowed); strings are taken verbatim.
+ */
+#include "conf.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../tcache/tcache.h"
+
+bool opt_abort_conf;
+unsigned opt_narenas;
+
+/* Defined weak so that a program's own definition wins (jemalloc's rule). */
+MA_EXPORT const char *malloc_conf __attribute__((weak)) = NULL;
+
+const conf_option_t conf_options[] = {
+    {"abort_conf", CONF_BOOL, &opt_abort_conf, 0, 1, NULL,
+     "abort on an invalid option instead of warning"},
+    {"narenas", CONF_UNSIGNED, &opt_narenas, 0, ARENAS_MAX, NULL,
+     "number of arenas threads are spread over (0: 4 x CPUs)"},
+    {"tcache", CONF_BOOL, &tcache_opt_enabled, 0, 1, NULL, "per-thread caches"},
+    {"tcache_max", CONF_SIZE, &tcache_opt_max, 0, (int64_t)TCACHE_MAXCLASS_LIMIT, NULL,
+     "largest size served from thread caches"},
+};
+const unsigned conf_noptions = MA_ARRAY_LEN(conf_options);
+
+const conf_option_t *conf_find(const char *name, size_t len)
+{
+    for (unsigned i = 0; i < conf_noptions; i++) {
+        const conf_option_t *o = &conf_options[i];
+        if (strlen(o->name) == len && memcmp(o->name, name, len) == 0)
+            return o;
+    }
+    return NULL;
+}
+
+static bool parse_int(const char *v, size_t vlen, bool is_signed, int64_t *out)
+{
+    char buf[32];
+    if (vlen == 0 || vlen >= sizeof(buf))
+        return false;
+    memcpy(buf, v, vlen);
+    buf[vlen] = '\0';
+    char *end;
+    int saved = errno;
+    errno = 0;
+    if (is_signed) {
+        long long x = strtoll(buf, &end, 0);
+        *out = x;
+    } else {
+        if (buf[0] == '-')
+            return false;
+        unsigned long long x = strtoull(buf, &end, 0);
+        if (x > (unsigned long long)INT64_MAX)
+            errno = ERANGE;
+        *out = (int64_t)x;
+    }
+    bool ok = errno == 0 && *end == '\0';
+    errno = saved;
+    return ok;
+}
+
+bool conf_set(const conf_option_t *o, const char *v, size_t vlen)
+{
+    int64_t x;
+    switch (o->type) {
+    case CONF_BOOL:
+        if (vlen == 4 && memcmp(v, "true", 4) == 0)
+            *(bool *)o->ptr = true;
+        else if (vlen == 5 && memcmp(v, "false", 5) == 0)
+            *(bool *)o->ptr = false;
+        else
+            return false;
+        return true;
+    case CONF_UNSIGNED:
+    case CONF_SIZE:
+    case CONF_SSIZE:
+    case CONF_UINT64:
+        if (!parse_int(v, vlen, o->type == CONF_SSIZE, &x) || x < o->min || x > o->max)
+            return false;
+        if (o->type == CONF_UNSIGNED)
+            *(unsigned *)o->ptr = (unsigned)x;
+        else if (o->type == CONF_SIZE)
+            *(size_t *)o->ptr = (size_t)x;
+        else if (o->type == CONF_SSIZE)
+            *(ssize_t *)o->ptr = (ssize_t)x;
+        else
+            *(uint64_t *)o->ptr = (uint64_t)x;
+        return true;
+    case CONF_STRING:
+        if (vlen >= CONF_STRMAX)
+            return false;
+        memcpy(o->ptr, v, vlen);
+        ((char *)o->ptr)[vlen] = '\0';
+        return true;
+    case CONF_CHOICE:
+        for (unsigned i = 0; o->choices[i] != NULL; i++) {
+            if (strlen(o->choices[i]) == vlen && memcmp(o->choices[i], v, vlen) == 0) {
+                *(unsigned *)o->ptr = i;
+                return true;
+            }
+        }
+        return false;
+    }
+    return false;
+}
+
+static bool is_key_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+unsigned conf_parse(const char *source, const char *s, bool report)
+{
+    unsigned bad = 0;
+    if (s == NULL)
+        return 0;
+    while (*s != '\0') {
+        const char *k = s;
+        while (is_key_char(*s))
+            s++;
+        size_t klen = (size_t)(s - k);
+        if (klen == 0 || *s != ':') {
+            /* Not key:value; report up to the next comma and go on. */
+            const char *e = strchr(k, ',');
+            size_t n = e ? (size_t)(e - k) : strlen(k);
+            if (report)
+                ma_warn("%s: malformed option \"%.*s\" (expected key:value; ignored)", source,
+                        (int)MA_MIN(n, 200), k);
+            bad++;
+            if (e == NULL)
+                break;
+            s = e + 1;
+            continue;
+        }
+        s++; /* ':' */
+        const char *v = s;
+        while (*s != '\0' && *s != ',')
+            s++;
+        size_t vlen = (size_t)(s - v);
+        const conf_option_t *o = conf_find(k, klen);
+        if (o == NULL) {
+            if (report)
+                ma_warn("%s: unknown option \"%.*s\" (ignored)", source, (int)MA_MIN(klen, 200), k);
+            bad++;
+        } else if (!conf_set(o, v, vlen)) {
+            if (report)
+                ma_warn("%s: invalid value \"%.*s\" for option %s (default kept)", source,
+                        (int)MA_MIN(vlen, 200), v, o->name);
+            bad++;
+        }
+        if (*s == ',')
+            s++;
+    }
+    return bad;
+}
+
+void conf_init(void)
+{
+    unsigned bad = conf_parse("malloc_conf", malloc_conf, true);
+    bad += conf_parse("MYALLOC_CONF", ma_getenv("MYALLOC_CONF"), true);
+    if (bad != 0 && opt_abort_conf)
+        ma_fatal("invalid configuration and abort_conf:true: aborting");
+}

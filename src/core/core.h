@@ -1,0 +1,39 @@
+/*
+ * core: the public entry points, initialisation and fork handling.
+ */
+#ifndef MYALLOC_CORE_H
+#define MYALLOC_CORE_H
+
+#include "../tcache/tcache.h"
+
+/* Internal flag bits, laid out as jemalloc's MALLOCX_* (see myalloc.h). */
+#define MA_FLAG_LG_ALIGN_MASK 0x3f
+#define MA_FLAG_ZERO          0x40
+#define MA_FLAG_TCACHE_MASK   0x000fff00
+#define MA_FLAG_TCACHE_NONE   (1 << 8)   /* MALLOCX_TCACHE(-1) */
+#define MA_FLAG_ARENA_MASK    0xfff00000
+#define MA_FLAG_ARENA_SHIFT   20
+
+extern bool ma_initialized;
+extern unsigned ma_ncpus;
+
+/* Initialise the allocator; false when it cannot run (out of memory). */
+bool ma_init_hard(void);
+MA_INLINE bool ma_init(void)
+{
+    return likely(ma_load_acquire(&ma_initialized)) || ma_init_hard();
+}
+
+/* The general allocation path: size with alignment align (0 or a power of
+ * two) and MA_FLAG_* flags. NULL with errno = ENOMEM on failure. */
+void *ma_alloc_slow(size_t size, size_t align, int flags);
+/* Free with an optional size hint (0 = unknown). */
+void ma_free_slow(void *p);
+/* Resize; NULL (old object intact) with errno = ENOMEM on failure. */
+void *ma_ralloc(void *p, size_t size, size_t align, int flags);
+
+/* The page-map element of a pointer the caller claims is live, validated:
+ * aborts with "<myalloc>: <func>(): ..." when it is not. */
+rtree_elm_t ma_lookup_live(const void *p, const char *func);
+
+#endif

@@ -1,0 +1,91 @@
+/*
+ * init: one-time initialisation and the fork protocol.
+ */
+#include <pthread.h>
+#include <sched.h>
+
+#include "../arena/base.h"
+#include "../arena/pages.h"
+#include "conf.h"
+#include "core.h"
+
+bool ma_initialized;
+unsigned ma_ncpus = 1;
+static ma_mutex_t init_lock = MA_MUTEX_INITIALIZER;
+static bool init_busy; /* set while this thread initialises: catches recursion */
+
+static unsigned count_cpus(void)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0)
+            return (unsigned)n;
+    }
+    return 1;
+}
+
+/* No lock is held across fork: prepare takes every lock in lock order
+ * (init, arenas' bins, arenas' pools, page map, metadata), the parent
+ * releases them, the child re-initialises them. */
+static void ma_prefork(void)
+{
+    if (!ma_load_acquire(&ma_initialized))
+        return;
+    ma_mutex_prefork(&init_lock);
+    arena_prefork();
+    rtree_prefork();
+    base_prefork();
+}
+
+static void ma_postfork_parent(void)
+{
+    if (!ma_load_acquire(&ma_initialized))
+        return;
+    base_postfork_parent();
+    rtree_postfork_parent();
+    arena_postfork_parent();
+    ma_mutex_postfork_parent(&init_lock);
+}
+
+static void ma_postfork_child(void)
+{
+    if (!ma_load_acquire(&ma_initialized))
+        return;
+    base_postfork_child();
+    rtree_postfork_child();
+    arena_postfork_child();
+    ma_mutex_postfork_child(&init_lock);
+    tsd_postfork_child();
+}
+
+bool ma_init_hard(void)
+{
+    ma_mutex_lock(&init_lock);
+    if (ma_initialized) {
+        ma_mutex_unlock(&init_lock);
+        return true;
+    }
+    if (init_busy)
+        ma_fatal("initialisation re-entered itself (a libc call made during init allocated)");
+    init_busy = true;
+
+    size_t os_page = pages_os_page_size();
+    if (os_page > PAGE || PAGE % os_page != 0)
+        ma_fatal("built for %zu-byte pages (LG_PAGE=%d) but the system page size is %zu; "
+                 "rebuild with make LG_PAGE=%u",
+                 (size_t)PAGE, LG_PAGE, os_page, ma_lg_floor(os_page));
+    conf_init();
+    ma_ncpus = count_cpus();
+    unsigned narenas = opt_narenas != 0 ? opt_narenas : 4 * ma_ncpus;
+    rtree_fastmap_boot();
+    bool ok = arena_boot(narenas) && tcache_boot() && tsd_boot();
+    if (ok) {
+        pthread_atfork(ma_prefork, ma_postfork_parent, ma_postfork_child);
+        ma_store_release(&ma_initialized, true);
+    }
+    init_busy = false;
+    ma_mutex_unlock(&init_lock);
+    return ok;
+}

@@ -1,0 +1,109 @@
+/*
+ * cache_bin: one thread's stack of cached pointers for one size class.
+ *
+ * The stack lives in a per-thread block and grows downwards:
+ *
+ *     full                 head                     empty
+ *      |  (free slots)      |  cached pointers ...    |
+ *      v                    v                         v
+ *      [ . . . . . . . . . .[ p0 p1 p2 ... p(n-1)    ][ next bin's slots
+ *
+ * head[0] is the next pointer malloc gets (the most recently freed one);
+ * the oldest entries sit next to `empty`. Positions are compared on their
+ * low 16 bits only: a bin spans far less than 64 KiB, so within one bin the
+ * low bits identify a position, and the struct stays 16 bytes.
+ *
+ * Invariants:
+ * - full <= head <= low_water <= empty (as positions of the same bin).
+ * - low_water is the highest head position since the last GC step, i.e.
+ *   the fewest items the bin held; the items between low_water and empty
+ *   went unused and are what the GC flushes.
+ * - usize is the class's usable size when it fits 16 bits (every small
+ *   class in the default configuration), so free's fast path adds it to
+ *   thread_deallocated without a table; classes that do not fit are never
+ *   on free's fast path (see the fast map in rtree.h).
+ * - A disabled bin has head == low_water == full == empty (all on a dummy
+ *   slot): every push and pop fails to the slow path.
+ */
+#ifndef MYALLOC_CACHE_BIN_H
+#define MYALLOC_CACHE_BIN_H
+
+#include "../common/common.h"
+
+typedef struct cache_bin {
+    void **head;
+    uint16_t low_water;
+    uint16_t full;
+    uint16_t empty;
+    uint16_t usize;
+} cache_bin_t;
+
+/* The size-class lookup table stores bin byte offsets (class * 16), and
+ * free indexes bins by (class + 1) << 4. */
+_Static_assert(sizeof(cache_bin_t) == 16, "cache_bin_t must stay 16 bytes");
+
+MA_INLINE uint16_t cache_bin_bits(void **pos) { return (uint16_t)(uintptr_t)pos; }
+
+/* Full position from the 16-bit offsets: the stack occupies whole positions
+ * below head, so reconstruct by the distance in slots. */
+MA_INLINE void **cache_bin_empty_pos(const cache_bin_t *b)
+{
+    return b->head + (uint16_t)(b->empty - cache_bin_bits(b->head)) / sizeof(void *);
+}
+
+MA_INLINE unsigned cache_bin_ncached_max(const cache_bin_t *b)
+{
+    return (uint16_t)(b->empty - b->full) / sizeof(void *);
+}
+
+MA_INLINE unsigned cache_bin_ncached(const cache_bin_t *b)
+{
+    return (uint16_t)(b->empty - cache_bin_bits(b->head)) / sizeof(void *);
+}
+
+MA_INLINE unsigned cache_bin_low_water_count(const cache_bin_t *b)
+{
+    return (uint16_t)(b->empty - b->low_water) / sizeof(void *);
+}
+
+/* The fast paths reach the thread state through %fs (tsd.h, TSD_SEG), the
+ * slow paths through plain pointers: the same two operations are stamped
+ * out for both address spaces. */
+#if defined(__x86_64__) && defined(__SEG_FS) && !defined(MYALLOC_NO_SEG_FS)
+#define TSD_SEG __seg_fs
+#else
+#define TSD_SEG
+#endif
+
+/* pop fails when head is at the low-water mark (which includes the empty
+ * bin); the slow path then moves the mark or refills. push fails when
+ * full. */
+#define CACHE_BIN_DEFINE_OPS(suffix, QUAL)                                   \
+    MA_INLINE bool cache_bin_pop##suffix(cache_bin_t QUAL *b, void **out)    \
+    {                                                                        \
+        void **head = b->head;                                               \
+        if (unlikely(cache_bin_bits(head) == b->low_water))                  \
+            return false;                                                    \
+        b->head = head + 1;                                                  \
+        *out = *head;                                                        \
+        return true;                                                         \
+    }                                                                        \
+    MA_INLINE bool cache_bin_push##suffix(cache_bin_t QUAL *b, void *p)      \
+    {                                                                        \
+        void **head = b->head;                                               \
+        if (unlikely(cache_bin_bits(head) == b->full))                       \
+            return false;                                                    \
+        head[-1] = p;                                                        \
+        b->head = head - 1;                                                  \
+        return true;                                                         \
+    }
+
+CACHE_BIN_DEFINE_OPS(_fast, )
+#if defined(__x86_64__) && defined(__SEG_FS) && !defined(MYALLOC_NO_SEG_FS)
+CACHE_BIN_DEFINE_OPS(_seg, TSD_SEG)
+#else
+#define cache_bin_pop_seg cache_bin_pop_fast
+#define cache_bin_push_seg cache_bin_push_fast
+#endif
+
+#endif

@@ -1,0 +1,233 @@
+/*
+ * tcache: per-thread caches, see tcache.h and cache_bin.h.
+ */
+#include "tcache.h"
+
+#include <string.h>
+
+#include "../arena/base.h"
+
+bool tcache_opt_enabled = true;
+size_t tcache_opt_max = (size_t)32 << 10;
+
+size_t tcache_maxclass;
+unsigned tcache_nbins;
+
+static uint16_t bin_nslots[TCACHE_NBINS_LIMIT];
+static size_t stack_slots;          /* slots per thread block, incl. the spare */
+static base_cache_t stack_blocks;   /* recycled blocks of exited threads */
+static void *disabled_slot;         /* what a disabled bin points at */
+
+bool tcache_boot(void)
+{
+    size_t max = tcache_opt_max;
+    if (max > TCACHE_MAXCLASS_LIMIT)
+        max = TCACHE_MAXCLASS_LIMIT;
+    if (max < QUANTUM)
+        max = QUANTUM;
+    unsigned nbins = sc_size2index(max) + 1;
+    if (sc_index2size(nbins - 1) > max)
+        nbins--; /* tcache_max between classes: cache only classes <= it */
+    if (nbins < 1)
+        nbins = 1;
+    tcache_nbins = nbins;
+    tcache_maxclass = sc_index2size(nbins - 1);
+    size_t total = 0;
+    for (unsigned i = 0; i < nbins; i++) {
+        unsigned n;
+        if (i < SC_NBINS) {
+            n = 2 * sc_bin_info[i].nregs;
+            n = MA_MAX(n, TCACHE_NSLOTS_MIN);
+            n = MA_MIN(n, TCACHE_NSLOTS_SMALL_MAX);
+        } else {
+            n = TCACHE_NSLOTS_LARGE;
+        }
+        bin_nslots[i] = (uint16_t)n;
+        total += n;
+    }
+    stack_slots = total + 1;
+    stack_blocks.size = stack_slots * sizeof(void *);
+    stack_blocks.align = MA_CACHELINE;
+    return true;
+}
+
+static void bin_disable(cache_bin_t *b)
+{
+    void **pos = &disabled_slot;
+    b->head = pos;
+    b->low_water = b->full = b->empty = cache_bin_bits(pos);
+    b->usize = 0;
+}
+
+static void bins_enable(tsd_t *tsd)
+{
+    void **pos = tsd->stack_block;
+    for (unsigned i = 0; i < TCACHE_NBINS_LIMIT; i++) {
+        cache_bin_t *b = &tsd->bins[i];
+        if (i >= tsd->tcache_nbins) {
+            bin_disable(b);
+            continue;
+        }
+        b->full = cache_bin_bits(pos);
+        pos += bin_nslots[i];
+        b->head = pos;
+        b->low_water = b->empty = cache_bin_bits(pos);
+        b->usize = sc_index2size(i) <= UINT16_MAX ? (uint16_t)sc_index2size(i) : 0;
+        tsd->lg_fill_div[i] = TCACHE_LG_FILL_DIV_INIT;
+        tsd->ran_empty[i] = 0;
+    }
+}
+
+static void bins_disable(tsd_t *tsd)
+{
+    for (unsigned i = 0; i < TCACHE_NBINS_LIMIT; i++)
+        bin_disable(&tsd->bins[i]);
+}
+
+bool tcache_init(tsd_t *tsd)
+{
+    tsd->tcache_nbins = tcache_nbins;
+    tsd->tcache_enabled = false;
+    bins_disable(tsd);
+    if (!tcache_opt_enabled)
+        return true;
+    tsd->stack_block = base_cache_get(&stack_blocks);
+    if (tsd->stack_block == NULL)
+        return true; /* no cache, still a working thread */
+    tsd->tcache_enabled = true;
+    bins_enable(tsd);
+    return true;
+}
+
+/* Flush the nflush oldest items of bin ind (those next to `empty`). */
+static void bin_flush_oldest(tsd_t *tsd, unsigned ind, unsigned nflush)
+{
+    cache_bin_t *b = &tsd->bins[ind];
+    unsigned ncached = cache_bin_ncached(b);
+    if (nflush > ncached)
+        nflush = ncached;
+    if (nflush == 0)
+        return;
+    void **empty = cache_bin_empty_pos(b);
+    void **items = empty - nflush;
+    if (ind < SC_NBINS) {
+        extent_t *slabs[TCACHE_NSLOTS_SMALL_MAX];
+        for (unsigned i = 0; i < nflush; i++)
+            slabs[i] = rtree_elm_extent(rtree_lookup((uintptr_t)items[i]));
+        arena_dalloc_small_batch(ind, items, slabs, nflush);
+    } else {
+        for (unsigned i = 0; i < nflush; i++) {
+            /* A large object freed twice sits in the cache twice: the second
+             * finds its pages already free. */
+            rtree_elm_t elm = rtree_lookup((uintptr_t)items[i]);
+            extent_t *e = rtree_elm_extent(elm);
+            if (e == NULL || (elm & RTREE_STALE) || rtree_elm_szind(elm) != ind ||
+                e->addr != (uintptr_t)items[i])
+                ma_fatal("free(): double free of %p", items[i]);
+            arena_dalloc_large(e);
+        }
+    }
+    /* Slide the younger items down to the empty end. */
+    memmove(b->head + nflush, b->head, (size_t)(ncached - nflush) * sizeof(void *));
+    b->head += nflush;
+    unsigned lw = cache_bin_low_water_count(b);
+    lw = lw > nflush ? lw - nflush : 0;
+    b->low_water = (uint16_t)(b->empty - lw * sizeof(void *));
+}
+
+void *tcache_alloc_hard(tsd_t *tsd, unsigned ind)
+{
+    cache_bin_t *b = &tsd->bins[ind];
+    void *p;
+    if (cache_bin_ncached(b) > 0) {
+        /* Only the low-water mark was hit: move it with the head. */
+        p = *b->head;
+        b->head++;
+        b->low_water = cache_bin_bits(b->head);
+        return p;
+    }
+    tsd->ran_empty[ind] = 1;
+    void **empty = cache_bin_empty_pos(b);
+    if (ind >= SC_NBINS) {
+        /* Large classes are not batch-filled: a miss allocates one. */
+        return arena_malloc_large(tsd_arena(tsd), sc_index2size(ind), PAGE, false);
+    }
+    unsigned nfill = cache_bin_ncached_max(b) >> tsd->lg_fill_div[ind];
+    if (nfill == 0)
+        nfill = 1;
+    unsigned got = arena_fill_small(tsd_arena(tsd), ind, empty - nfill, nfill);
+    if (got == 0)
+        return NULL;
+    if (got < nfill) /* keep the filled items contiguous at the empty end */
+        memmove(empty - got, empty - nfill, got * sizeof(void *));
+    b->head = empty - got;
+    p = *b->head;
+    b->head++;
+    b->low_water = cache_bin_bits(b->head);
+    return p;
+}
+
+void tcache_dalloc_hard(tsd_t *tsd, unsigned ind, void *p)
+{
+    cache_bin_t *b = &tsd->bins[ind];
+    bin_flush_oldest(tsd, ind, cache_bin_ncached_max(b) - cache_bin_ncached_max(b) / 2);
+    bool pushed = cache_bin_push_fast(b, p);
+    (void)pushed; /* there is room after the flush */
+}
+
+void tcache_gc_step(tsd_t *tsd)
+{
+    if (!tsd->tcache_enabled)
+        return;
+    unsigned ind = tsd->gc_cursor;
+    tsd->gc_cursor = ind + 1 >= tsd->tcache_nbins ? 0 : ind + 1;
+    cache_bin_t *b = &tsd->bins[ind];
+    unsigned lw = cache_bin_low_water_count(b);
+    if (lw > 0) {
+        /* Unused since the last step: give back 3/4 of it, fill less. */
+        bin_flush_oldest(tsd, ind, lw - lw / 4);
+        if (tsd->lg_fill_div[ind] < TCACHE_LG_FILL_DIV_MAX &&
+            (cache_bin_ncached_max(b) >> (tsd->lg_fill_div[ind] + 1)) >= 1)
+            tsd->lg_fill_div[ind]++;
+    } else if (tsd->ran_empty[ind] && tsd->lg_fill_div[ind] > 1) {
+        tsd->lg_fill_div[ind]--; /* it kept running dry: fill more */
+    }
+    tsd->ran_empty[ind] = 0;
+    b->low_water = cache_bin_bits(b->head);
+}
+
+void tcache_flush(tsd_t *tsd)
+{
+    if (!tsd->tcache_enabled)
+        return;
+    for (unsigned i = 0; i < tsd->tcache_nbins; i++)
+        bin_flush_oldest(tsd, i, cache_bin_ncached(&tsd->bins[i]));
+}
+
+void tcache_set_enabled(tsd_t *tsd, bool enabled)
+{
+    if (enabled == tsd->tcache_enabled)
+        return;
+    if (!enabled) {
+        tcache_flush(tsd);
+        tsd->tcache_enabled = false;
+        bins_disable(tsd);
+        return;
+    }
+    if (tsd->stack_block == NULL && (tsd->stack_block = base_cache_get(&stack_blocks)) == NULL)
+        return;
+    tsd->tcache_nbins = tcache_nbins;
+    tsd->tcache_enabled = true;
+    bins_enable(tsd);
+}
+
+void tcache_destroy(tsd_t *tsd)
+{
+    tcache_flush(tsd);
+    tsd->tcache_enabled = false;
+    bins_disable(tsd);
+    if (tsd->stack_block != NULL) {
+        base_cache_put(&stack_blocks, tsd->stack_block);
+        tsd->stack_block = NULL;
+    }
+}

@@ -1,0 +1,134 @@
+/*
+ * te: byte-driven thread events, see te.h.
+ */
+#include "te.h"
+
+#include <math.h>
+#include <time.h>
+
+#include "tcache.h"
+
+uint64_t te_sample_epoch = 1;
+bool te_sample_on;
+unsigned te_lg_sample = 19;
+uint64_t te_sample_seed;
+uint64_t te_samples_skipped;
+
+#define TE_PERIODIC_MAX 4
+static te_periodic_hook_t *periodic_hooks[TE_PERIODIC_MAX];
+static unsigned nperiodic;
+
+void te_periodic_register(te_periodic_hook_t *hook)
+{
+    if (nperiodic < TE_PERIODIC_MAX)
+        periodic_hooks[nperiodic++] = hook;
+}
+
+void te_sample_configure(bool on, unsigned lg_sample, uint64_t seed)
+{
+    te_lg_sample = lg_sample;
+    te_sample_seed = seed;
+    ma_store_release(&te_sample_on, on);
+    ma_fetch_add(&te_sample_epoch, 1);
+}
+
+/* splitmix64: one word of state, full period, passes BigCrush. */
+uint64_t te_prng_next(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+uint64_t te_prng_seed(const void *thread_addr, uint64_t serial)
+{
+    if (te_sample_seed != 0) {
+        /* Reproducible: the seed and the thread's creation order only. */
+        uint64_t s = te_sample_seed ^ (serial * 0x2545f4914f6cdd1dULL);
+        return te_prng_next(&s);
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t s = (uint64_t)(uintptr_t)thread_addr ^ ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)ts.tv_nsec;
+    te_prng_next(&s);
+    return te_prng_next(&s);
+}
+
+uint64_t te_sample_wait(uint64_t *prng, unsigned lg_sample)
+{
+    /* u uniform in (0, 1]; W = -ln(u) * R is Exp(mean R); the sampled byte is
+     * the floor(W)-th one ahead, so an allocation of Z bytes is sampled with
+     * probability P(W < Z) = 1 - exp(-Z/R). */
+    double u = (double)((te_prng_next(prng) >> 11) + 1) * (1.0 / 9007199254740992.0);
+    double w = -log(u) * (double)((uint64_t)1 << lg_sample);
+    if (w >= 9.0e18)
+        return (uint64_t)9e18;
+    return (uint64_t)w + 1;
+}
+
+/* ---------------------------------------------------------------------
+ * The event table: when each event next fires and what it does.
+ */
+
+static bool sample_current(const tsd_t *tsd)
+{
+    return tsd->te.sample_epoch == ma_load_acquire(&te_sample_epoch);
+}
+
+static void sample_redraw(tsd_t *tsd, uint64_t from)
+{
+    tsd->te.sample_epoch = ma_load_acquire(&te_sample_epoch);
+    tsd->te.sample_next = ma_load_relaxed(&te_sample_on)
+                              ? from + te_sample_wait(&tsd->te.prng, te_lg_sample)
+                              : TE_NEVER;
+}
+
+void te_init(tsd_t *tsd)
+{
+    static uint64_t serial;
+    tsd->te.prng = te_prng_seed(tsd, ma_fetch_add(&serial, 1));
+    tsd->te.gc_next = tsd->thread_allocated + TE_GC_INTERVAL;
+    tsd->te.periodic_next = tsd->thread_allocated + TE_PERIODIC_INTERVAL;
+    sample_redraw(tsd, tsd->thread_allocated);
+}
+
+void te_update_next(tsd_t *tsd)
+{
+    uint64_t next = tsd->thread_allocated + TE_MAX_WAIT;
+    next = MA_MIN(next, tsd->te.gc_next);
+    next = MA_MIN(next, tsd->te.periodic_next);
+    /* A stale epoch must reach the slow path soon to redraw. */
+    next = MA_MIN(next, sample_current(tsd) ? tsd->te.sample_next : tsd->te.gc_next);
+    tsd->next_event = next;
+}
+
+bool te_alloc_event(tsd_t *tsd, size_t usize)
+{
+    uint64_t after = tsd->thread_allocated + usize;
+    if (!sample_current(tsd))
+        sample_redraw(tsd, tsd->thread_allocated);
+    bool sample = after >= tsd->te.sample_next;
+    if (sample)
+        sample_redraw(tsd, after); /* memoryless: a fresh wait from this allocation's end */
+    if (after >= tsd->te.gc_next) {
+        tcache_gc_step(tsd);
+        tsd->te.gc_next = after + TE_GC_INTERVAL;
+    }
+    if (after >= tsd->te.periodic_next) {
+        tsd->te.periodic_next = after + TE_PERIODIC_INTERVAL;
+        for (unsigned i = 0; i < nperiodic; i++)
+            periodic_hooks[i]();
+    }
+    /* next_event is set by the caller once the allocation is counted. */
+    return sample;
+}
+
+void te_reentrant_alloc(tsd_t *tsd, size_t usize)
+{
+    uint64_t after = tsd->thread_allocated + usize;
+    if (sample_current(tsd) && after >= tsd->te.sample_next) {
+        ma_fetch_add(&te_samples_skipped, 1);
+        sample_redraw(tsd, after);
+    }
+}
