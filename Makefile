@@ -36,7 +36,7 @@ SRC := $(filter-out src/sizeclass/sc_gen.c,$(wildcard src/*/*.c))
 OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRC))
 DEP := $(OBJ:.o=.d)
 
-.PHONY: all lib test unit check-real run bench bench-instr fuzz clean install doc-check
+.PHONY: all lib test unit unit-config config-lib criterion check-real run bench bench-instr fuzz clean install
 all: lib
 
 lib: $(LIBDIR)/libmyalloc.so $(LIBDIR)/libmyalloc.a
@@ -74,7 +74,8 @@ $(LIBDIR)/libmyalloc.a: $(BUILD)/libmyalloc.a
 
 TEST_SRC   := $(wildcard test/test_*.c)
 TEST_BIN   := $(patsubst test/%.c,$(BUILD)/test/%,$(TEST_SRC))
-TEST_CFLAGS := $(BASEFLAGS) -O1 -I$(BUILD) -Iinclude -Isrc
+TEST_CFLAGS := $(BASEFLAGS) -O1 -I$(BUILD) -Iinclude -Isrc -fno-builtin \
+               -Wno-use-after-free -Wno-alloc-size-larger-than -Wno-free-nonheap-object
 HELPER_SRC := $(wildcard test/helpers/*.c)
 HELPER_BIN := $(patsubst test/helpers/%.c,$(BUILD)/helpers/%,$(HELPER_SRC))
 
@@ -91,13 +92,34 @@ $(BUILD)/helpers/%: test/helpers/%.c
 criterion:
 	@tools/ensure-criterion.sh
 
-unit: criterion lib $(TEST_BIN) $(HELPER_BIN)
+# This configuration's libraries without touching lib/ (used for the other
+# configurations the tests build).
+config-lib: $(BUILD)/libmyalloc.so $(BUILD)/libmyalloc.a
+
+# The tests of one configuration.
+unit-config: criterion config-lib $(TEST_BIN) $(HELPER_BIN)
 	@tools/run-tests.sh $(BUILD) $(TEST_BIN)
+
+# A second configuration (64 KiB pages, 32-byte quantum, 8 classes per
+# doubling) runs the whole unit suite too; a 2 KiB-page build must refuse
+# to start on this 4 KiB-page machine (test_config checks the message).
+ALT_CONFIG := LG_PAGE=16 LG_QUANTUM=5 LG_NGROUP=3
+unit: criterion lib
+	@$(MAKE) --no-print-directory LG_PAGE=11 config-lib >/dev/null
+	@$(MAKE) --no-print-directory unit-config
+	@echo "== again with $(ALT_CONFIG)"
+	@$(MAKE) --no-print-directory $(ALT_CONFIG) unit-config
 
 test: unit check-real
 
 check-real: lib
 	@tools/check-real.sh
+
+bench: lib
+	@bench/run.sh
+
+bench-instr: lib
+	@bench/instr.sh
 
 # ---------------------------------------------------------------------------
 

@@ -205,12 +205,17 @@ void extent_pool_init(extent_pool_t *pool, unsigned ind, bool nohuge)
 /* Map a new chunk of at least esize bytes into the retained set. */
 static bool pool_grow(extent_pool_t *pool, size_t esize)
 {
-    size_t size = MA_MAX(pool->grow_next, MA_ALIGN_UP(esize, CHUNK_ALIGN));
-    if (size < esize)
+    /* Searches start at esize's ceiling class, and free extents are binned
+     * by their floor class: the chunk must be at least that class's size. */
+    size_t need = sc_s2u(esize);
+    if (need == 0)
+        return false;
+    size_t size = MA_MAX(pool->grow_next, MA_ALIGN_UP(need, CHUNK_ALIGN));
+    if (size < need)
         return false;
     void *p = pages_map(size, CHUNK_ALIGN);
-    if (p == NULL && size > esize) {
-        size = PAGE_CEIL(esize);
+    if (p == NULL && size > need) {
+        size = PAGE_CEIL(need);
         p = pages_map(size, PAGE);
     }
     if (p == NULL)
