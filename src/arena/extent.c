@@ -13,6 +13,7 @@
 #define CHUNK_GROW_MAX ((size_t)1 << 30)
 
 static base_cache_t extent_records = BASE_CACHE_INIT(extent_t);
+uint64_t extent_nchunks;
 
 /* ---------------------------------------------------------------------
  * Pairing heap by address. ph_prev is the parent for a leftmost child and
@@ -242,6 +243,7 @@ static bool pool_grow(extent_pool_t *pool, size_t esize)
     register_boundaries(e, elm_free(e));
     eset_insert(&pool->retained, e);
     pool->stats.mapped += size;
+    ma_fetch_add(&extent_nchunks, 1);
     if (pool->grow_next < CHUNK_GROW_MAX)
         pool->grow_next *= 2;
     return true;

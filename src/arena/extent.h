@@ -107,6 +107,10 @@ typedef struct extent_pool {
 
 void extent_pool_init(extent_pool_t *pool, unsigned ind, bool nohuge);
 
+/* Chunks mapped by all pools so far: a change means memory reached a new
+ * high-water mark (the profiler's gdump watches it). */
+extern uint64_t extent_nchunks;
+
 /* An active extent of size bytes aligned to align (power of two >= PAGE),
  * registered in the page map as a slab of class szind (every page) or as a
  * large allocation (first and last page). *zeroed tells whether its pages

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../arena/extent.h"
+#include "../prof/prof.h"
 #include "core.h"
 
 /* ---------------------------------------------------------------------
@@ -89,7 +90,31 @@ static void *alloc_usize(tsd_t *tsd, size_t usize, size_t align, int flags)
     return arena_malloc_large(arena, usize, MA_MAX(align, PAGE), zero);
 }
 
-MA_NOINLINE void *ma_alloc_slow(size_t size, size_t align, int flags)
+/* A sampled allocation: the stack capture may allocate (the unwinder), so
+ * the thread is re-entrant meanwhile: nested allocations take no events. */
+static MA_NOINLINE void *alloc_sampled(tsd_t *tsd, size_t usize, size_t align, int flags, void *caller)
+{
+    bool explicit_arena;
+    arena_t *arena = flags_arena(tsd, flags, &explicit_arena);
+    if (unlikely(arena == NULL))
+        return NULL;
+    tsd_reentrancy_enter(tsd);
+    void *p = prof_alloc_sampled(arena, usize, align, flags & MA_FLAG_ZERO, caller);
+    tsd_reentrancy_leave(tsd);
+    return p;
+}
+
+/* gdump: a dump at each new high-water mark of mapped memory. */
+static MA_NOINLINE void gdump_check(void)
+{
+    static uint64_t seen;
+    uint64_t now = ma_load_acquire(&extent_nchunks);
+    uint64_t old = ma_load_relaxed(&seen);
+    if (now != old && ma_cas(&seen, &old, now))
+        prof_note_growth();
+}
+
+MA_NOINLINE void *ma_alloc_slow(size_t size, size_t align, int flags, void *caller)
 {
     if (unlikely(!ma_init()))
         goto oom;
@@ -104,21 +129,26 @@ MA_NOINLINE void *ma_alloc_slow(size_t size, size_t align, int flags)
         te_reentrant_alloc(tsd, usize);
         p = alloc_usize(tsd, usize, align, flags);
     } else if (tsd->thread_allocated + usize >= tsd->next_event) {
+        /* Events first: a sample is decided before the object is placed. */
         bool sample = te_alloc_event(tsd, usize);
-        (void)sample; /* the profiler's sampled path plugs in here */
-        p = alloc_usize(tsd, usize, align, flags);
+        if (unlikely(sample) && tsd->prof_thread_active)
+            p = alloc_sampled(tsd, usize, align, flags, caller);
+        else
+            p = alloc_usize(tsd, usize, align, flags);
         if (likely(p != NULL))
             tsd->thread_allocated += usize;
         tsd_update_next_event(tsd);
-        if (unlikely(p == NULL))
-            goto oom;
-        return p;
+        goto done;
     } else {
         p = alloc_usize(tsd, usize, align, flags);
     }
+    if (likely(p != NULL))
+        tsd->thread_allocated += usize;
+done:
+    if (unlikely(ma_load_relaxed(&prof_gdump_on)))
+        gdump_check();
     if (unlikely(p == NULL))
         goto oom;
-    tsd->thread_allocated += usize;
     return p;
 oom:
     errno = ENOMEM;
@@ -146,6 +176,11 @@ static void dalloc_elm(tsd_t *tsd, void *p, rtree_elm_t elm, int flags)
 {
     unsigned ind = rtree_elm_szind(elm);
     extent_t *e = rtree_elm_extent(elm);
+    if (unlikely(elm & RTREE_SAMPLED)) {
+        prof_free_sampled(p, e);
+        tsd->thread_deallocated += sc_index2size(ind);
+        return;
+    }
     bool cached = tsd_nominal(tsd) && tcache_serves(tsd, ind) && !(flags & MA_FLAG_TCACHE_NONE);
     if (cached) {
         if (!cache_bin_push_fast(&tsd->bins[ind], p))
@@ -171,7 +206,14 @@ MA_NOINLINE void ma_free_slow(void *p)
     dalloc(p, 0, "free");
 }
 
-void *ma_ralloc(void *p, size_t size, size_t align, int flags)
+void ma_dalloc_flags(void *p, int flags)
+{
+    if (p == NULL)
+        return;
+    dalloc(p, flags, "dallocx");
+}
+
+void *ma_ralloc(void *p, size_t size, size_t align, int flags, void *caller)
 {
     rtree_elm_t elm = ma_lookup_live(p, "realloc");
     size_t old_usize = sc_index2size(rtree_elm_szind(elm));
@@ -194,7 +236,7 @@ void *ma_ralloc(void *p, size_t size, size_t align, int flags)
             return p;
         }
     }
-    void *q = ma_alloc_slow(size, align, flags);
+    void *q = ma_alloc_slow(size, align, flags, caller);
     if (q == NULL)
         return NULL;
     memcpy(q, p, MA_MIN(old_usize, usize));
@@ -211,7 +253,7 @@ MA_EXPORT void *malloc(size_t size)
     void *p;
     if (likely(alloc_fast(size, &p)))
         return p;
-    return ma_alloc_slow(size, 0, 0);
+    return ma_alloc_slow(size, 0, 0, MA_CALLER());
 }
 
 MA_EXPORT void free(void *p)
@@ -233,18 +275,23 @@ MA_EXPORT void *calloc(size_t n, size_t size)
         memset(p, 0, total);
         return p;
     }
-    return ma_alloc_slow(total, 0, MA_FLAG_ZERO);
+    return ma_alloc_slow(total, 0, MA_FLAG_ZERO, MA_CALLER());
 }
 
-MA_EXPORT void *realloc(void *p, size_t size)
+static void *realloc_caller(void *p, size_t size, void *caller)
 {
     if (p == NULL)
-        return malloc(size);
+        return ma_alloc_slow(size, 0, 0, caller);
     if (size == 0) { /* glibc's behaviour: free and return NULL */
         free(p);
         return NULL;
     }
-    return ma_ralloc(p, size, 0, 0);
+    return ma_ralloc(p, size, 0, 0, caller);
+}
+
+MA_EXPORT void *realloc(void *p, size_t size)
+{
+    return realloc_caller(p, size, MA_CALLER());
 }
 
 MA_EXPORT void *reallocarray(void *p, size_t n, size_t size)
@@ -254,7 +301,7 @@ MA_EXPORT void *reallocarray(void *p, size_t n, size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    return realloc(p, total);
+    return realloc_caller(p, total, MA_CALLER());
 }
 
 static bool is_pow2(size_t a) { return a != 0 && (a & (a - 1)) == 0; }
@@ -264,7 +311,7 @@ MA_EXPORT int posix_memalign(void **memptr, size_t align, size_t size)
     if (unlikely(align < sizeof(void *) || !is_pow2(align)))
         return EINVAL;
     int saved = errno;
-    void *p = ma_alloc_slow(size, align, 0);
+    void *p = ma_alloc_slow(size, align, 0, MA_CALLER());
     errno = saved;
     if (unlikely(p == NULL))
         return ENOMEM;
@@ -272,18 +319,23 @@ MA_EXPORT int posix_memalign(void **memptr, size_t align, size_t size)
     return 0;
 }
 
-MA_EXPORT void *aligned_alloc(size_t align, size_t size)
+static void *aligned_caller(size_t align, size_t size, void *caller)
 {
     if (unlikely(!is_pow2(align))) {
         errno = EINVAL;
         return NULL;
     }
-    return ma_alloc_slow(size, align, 0);
+    return ma_alloc_slow(size, align, 0, caller);
+}
+
+MA_EXPORT void *aligned_alloc(size_t align, size_t size)
+{
+    return aligned_caller(align, size, MA_CALLER());
 }
 
 MA_EXPORT void *memalign(size_t align, size_t size)
 {
-    return aligned_alloc(align, size);
+    return aligned_caller(align, size, MA_CALLER());
 }
 
 static size_t os_page(void)
@@ -296,7 +348,7 @@ static size_t os_page(void)
 
 MA_EXPORT void *valloc(size_t size)
 {
-    return ma_alloc_slow(size, os_page(), 0);
+    return ma_alloc_slow(size, os_page(), 0, MA_CALLER());
 }
 
 MA_EXPORT void *pvalloc(size_t size)
@@ -307,7 +359,7 @@ MA_EXPORT void *pvalloc(size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    return ma_alloc_slow(rounded == 0 ? pg : rounded, pg, 0);
+    return ma_alloc_slow(rounded == 0 ? pg : rounded, pg, 0, MA_CALLER());
 }
 
 MA_EXPORT size_t malloc_usable_size(void *p)

@@ -11,10 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../prof/prof.h"
 #include "../tcache/tcache.h"
 
 bool opt_abort_conf;
 unsigned opt_narenas;
+
+static const char *const prof_bt_choices[] = {"gcc", "fp", NULL};
 
 /* Defined weak so that a program's own definition wins (jemalloc's rule). */
 MA_EXPORT const char *malloc_conf __attribute__((weak)) = NULL;
@@ -27,6 +30,31 @@ const conf_option_t conf_options[] = {
     {"tcache", CONF_BOOL, &tcache_opt_enabled, 0, 1, NULL, "per-thread caches"},
     {"tcache_max", CONF_SIZE, &tcache_opt_max, 0, (int64_t)TCACHE_MAXCLASS_LIMIT, NULL,
      "largest size served from thread caches"},
+    {"prof", CONF_BOOL, &opt_prof, 0, 1, NULL,
+     "arm the heap profiler at startup (it can also be started later with prof.active)"},
+    {"prof_active", CONF_BOOL, &opt_prof_active, 0, 1, NULL,
+     "with prof:true, sample from the start (false: armed but idle)"},
+    {"prof_thread_active_init", CONF_BOOL, &opt_prof_thread_active_init, 0, 1, NULL,
+     "whether new threads sample (thread.prof.active's initial value)"},
+    {"lg_prof_sample", CONF_UNSIGNED, &opt_lg_prof_sample, 0, 62, NULL,
+     "mean bytes between samples, log2 (R = 2^n)"},
+    {"lg_prof_interval", CONF_SSIZE, &opt_lg_prof_interval, -1, 62, NULL,
+     "dump a profile every 2^n bytes allocated (-1: never)"},
+    {"prof_accum", CONF_BOOL, &opt_prof_accum, 0, 1, NULL,
+     "report cumulative allocations, not only live ones"},
+    {"prof_final", CONF_BOOL, &opt_prof_final, 0, 1, NULL, "dump a profile at exit"},
+    {"prof_leak", CONF_BOOL, &opt_prof_leak, 0, 1, NULL,
+     "print a summary of unfreed memory at exit"},
+    {"prof_gdump", CONF_BOOL, &opt_prof_gdump, 0, 1, NULL,
+     "dump a profile at each new high-water mark of mapped memory"},
+    {"prof_prefix", CONF_STRING, opt_prof_prefix, 0, 0, NULL,
+     "file name prefix of automatic dumps (<prefix>.<pid>.<seq>.<kind>.heap)"},
+    {"prof_seed", CONF_UINT64, &opt_prof_seed, 0, INT64_MAX, NULL,
+     "seed of the per-thread samplers (0: from the thread and the clock)"},
+    {"prof_bt", CONF_CHOICE, &opt_prof_bt, 0, 0, prof_bt_choices,
+     "stack unwinder: gcc (libgcc, works without frame pointers) or fp"},
+    {"prof_bt_max", CONF_UNSIGNED, &opt_prof_bt_max, 1, PROF_BT_MAX_LIMIT, NULL,
+     "deepest stack recorded, in frames"},
 };
 const unsigned conf_noptions = MA_ARRAY_LEN(conf_options);
 

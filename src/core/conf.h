@@ -6,6 +6,8 @@
 #ifndef MYALLOC_CONF_H
 #define MYALLOC_CONF_H
 
+#include <sys/types.h>
+
 #include "../common/common.h"
 
 #define CONF_STRMAX 1024

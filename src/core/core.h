@@ -25,12 +25,23 @@ MA_INLINE bool ma_init(void)
 }
 
 /* The general allocation path: size with alignment align (0 or a power of
- * two) and MA_FLAG_* flags. NULL with errno = ENOMEM on failure. */
-void *ma_alloc_slow(size_t size, size_t align, int flags);
-/* Free with an optional size hint (0 = unknown). */
+ * two) and MA_FLAG_* flags, for the program's call site caller. NULL with
+ * errno = ENOMEM on failure. */
+void *ma_alloc_slow(size_t size, size_t align, int flags, void *caller);
 void ma_free_slow(void *p);
 /* Resize; NULL (old object intact) with errno = ENOMEM on failure. */
-void *ma_ralloc(void *p, size_t size, size_t align, int flags);
+void *ma_ralloc(void *p, size_t size, size_t align, int flags, void *caller);
+/* Free with the thread cache or not (MA_FLAG_TCACHE_NONE), for dallocx. */
+void ma_dalloc_flags(void *p, int flags);
+
+/* The return address into the program: every public entry point passes it
+ * down its slow path, so a sampled stack starts exactly at the program's
+ * call site. */
+#define MA_CALLER() __builtin_return_address(0)
+
+/* Hand the profiler's state (active, R, seed) to the per-thread samplers;
+ * call after changing it. */
+void ma_prof_update(void);
 
 /* The page-map element of a pointer the caller claims is live, validated:
  * aborts with "<myalloc>: <func>(): ..." when it is not. */

@@ -6,6 +6,7 @@
 
 #include "../arena/base.h"
 #include "../arena/pages.h"
+#include "../prof/prof.h"
 #include "conf.h"
 #include "core.h"
 
@@ -27,13 +28,14 @@ static unsigned count_cpus(void)
 }
 
 /* No lock is held across fork: prepare takes every lock in lock order
- * (init, arenas' bins, arenas' pools, page map, metadata), the parent
- * releases them, the child re-initialises them. */
+ * (init, profiler, arenas' bins, arenas' pools, page map, metadata), the
+ * parent releases them, the child re-initialises them. */
 static void ma_prefork(void)
 {
     if (!ma_load_acquire(&ma_initialized))
         return;
     ma_mutex_prefork(&init_lock);
+    prof_prefork();
     arena_prefork();
     rtree_prefork();
     base_prefork();
@@ -46,6 +48,7 @@ static void ma_postfork_parent(void)
     base_postfork_parent();
     rtree_postfork_parent();
     arena_postfork_parent();
+    prof_postfork_parent();
     ma_mutex_postfork_parent(&init_lock);
 }
 
@@ -56,6 +59,7 @@ static void ma_postfork_child(void)
     base_postfork_child();
     rtree_postfork_child();
     arena_postfork_child();
+    prof_postfork_child();
     ma_mutex_postfork_child(&init_lock);
     tsd_postfork_child();
 }
@@ -80,12 +84,28 @@ bool ma_init_hard(void)
     ma_ncpus = count_cpus();
     unsigned narenas = opt_narenas != 0 ? opt_narenas : 4 * ma_ncpus;
     rtree_fastmap_boot();
-    bool ok = arena_boot(narenas) && tcache_boot() && tsd_boot();
+    tsd_prof_active_init = opt_prof_thread_active_init;
+    if (opt_lg_prof_interval >= 0) {
+        uint64_t interval = (uint64_t)1 << MA_MIN(opt_lg_prof_interval, 62);
+        te_periodic_interval = MA_MIN(interval, TE_PERIODIC_INTERVAL_MAX);
+        te_periodic_register(prof_bytes_hook);
+    }
+    bool ok = arena_boot(narenas) && tcache_boot() && tsd_boot() && prof_boot();
     if (ok) {
         pthread_atfork(ma_prefork, ma_postfork_parent, ma_postfork_child);
         ma_store_release(&ma_initialized, true);
     }
     init_busy = false;
     ma_mutex_unlock(&init_lock);
+    /* Outside the lock: these may allocate (the unwinder's warm-up, atexit). */
+    if (ok) {
+        prof_boot_late();
+        ma_prof_update();
+    }
     return ok;
+}
+
+void ma_prof_update(void)
+{
+    te_sample_configure(ma_load_acquire(&prof_active), ma_load_acquire(&prof_lg_sample), opt_prof_seed);
 }

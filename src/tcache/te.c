@@ -15,6 +15,7 @@ uint64_t te_sample_seed;
 uint64_t te_samples_skipped;
 
 #define TE_PERIODIC_MAX 4
+uint64_t te_periodic_interval = TE_PERIODIC_INTERVAL_MAX;
 static te_periodic_hook_t *periodic_hooks[TE_PERIODIC_MAX];
 static unsigned nperiodic;
 
@@ -89,7 +90,8 @@ void te_init(tsd_t *tsd)
     static uint64_t serial;
     tsd->te.prng = te_prng_seed(tsd, ma_fetch_add(&serial, 1));
     tsd->te.gc_next = tsd->thread_allocated + TE_GC_INTERVAL;
-    tsd->te.periodic_next = tsd->thread_allocated + TE_PERIODIC_INTERVAL;
+    tsd->te.periodic_last = tsd->thread_allocated;
+    tsd->te.periodic_next = tsd->thread_allocated + te_periodic_interval;
     sample_redraw(tsd, tsd->thread_allocated);
 }
 
@@ -116,9 +118,11 @@ bool te_alloc_event(tsd_t *tsd, size_t usize)
         tsd->te.gc_next = after + TE_GC_INTERVAL;
     }
     if (after >= tsd->te.periodic_next) {
-        tsd->te.periodic_next = after + TE_PERIODIC_INTERVAL;
+        uint64_t bytes = after - tsd->te.periodic_last;
+        tsd->te.periodic_last = after;
+        tsd->te.periodic_next = after + te_periodic_interval;
         for (unsigned i = 0; i < nperiodic; i++)
-            periodic_hooks[i]();
+            periodic_hooks[i](bytes);
     }
     /* next_event is set by the caller once the allocation is counted. */
     return sample;

@@ -20,13 +20,14 @@
 
 #define TE_MAX_WAIT           ((uint64_t)4 << 20)
 #define TE_GC_INTERVAL        ((uint64_t)64 << 10)
-#define TE_PERIODIC_INTERVAL  ((uint64_t)1 << 20)
+#define TE_PERIODIC_INTERVAL_MAX ((uint64_t)1 << 20)
 #define TE_NEVER              UINT64_MAX
 
 typedef struct te_state {
     uint64_t gc_next;
     uint64_t sample_next;
     uint64_t periodic_next;
+    uint64_t periodic_last;     /* thread_allocated at the last periodic call */
     uint64_t prng;          /* the sampler's per-thread generator state */
     uint64_t sample_epoch;  /* te_sample_epoch when sample_next was drawn */
 } te_state_t;
@@ -63,8 +64,12 @@ void te_update_next(struct tsd *tsd);
 
 extern uint64_t te_samples_skipped;
 
-/* Periodic hooks (at most a handful, registered at init). */
-typedef void te_periodic_hook_t(void);
+/* Periodic hooks (at most a handful, registered at init): called with the
+ * bytes the thread allocated since its last call, every te_periodic_interval
+ * bytes (at most TE_PERIODIC_INTERVAL_MAX; lowered for fine-grained users
+ * such as small profile-dump intervals). */
+extern uint64_t te_periodic_interval;
+typedef void te_periodic_hook_t(uint64_t bytes);
 void te_periodic_register(te_periodic_hook_t *hook);
 
 #endif

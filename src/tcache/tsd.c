@@ -10,6 +10,7 @@
 __thread tsd_t tsd_tls __attribute__((tls_model("initial-exec")));
 
 uint64_t tsd_nthreads_created;
+bool tsd_prof_active_init = true;
 void (*tsd_exit_hook)(tsd_t *tsd);
 static pthread_key_t tsd_key;
 
@@ -57,6 +58,7 @@ tsd_t *tsd_fetch_slow(void)
         tsd->arena = arena_choose();
     tcache_init(tsd);
     te_init(tsd);
+    tsd->prof_thread_active = tsd_prof_active_init;
     tsd->state = TSD_NOMINAL;
     tsd_update_next_event(tsd);
     ma_fetch_add(&tsd_nthreads_created, 1);

@@ -135,6 +135,9 @@ bool tsd_boot(void);
 extern void (*tsd_exit_hook)(tsd_t *tsd);
 void tsd_postfork_child(void);
 
+/* Whether a new thread samples (thread.prof.active's initial value). */
+extern bool tsd_prof_active_init;
+
 /* Threads that have a thread state (for stats). */
 extern uint64_t tsd_nthreads_created;
 

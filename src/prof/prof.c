@@ -1,0 +1,185 @@
+/*
+ * prof: options, state, and the sampled allocation path, see prof.h.
+ */
+#include "prof.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "prof_table.h"
+
+bool opt_prof;
+bool opt_prof_active = true;
+bool opt_prof_thread_active_init = true;
+unsigned opt_lg_prof_sample = 19;
+ssize_t opt_lg_prof_interval = -1;
+bool opt_prof_accum;
+bool opt_prof_final;
+bool opt_prof_leak;
+bool opt_prof_gdump;
+char opt_prof_prefix[PROF_PREFIX_MAX] = "jeprof";
+uint64_t opt_prof_seed;
+unsigned opt_prof_bt = PROF_BT_GCC;
+unsigned opt_prof_bt_max = 128;
+
+bool prof_active;
+unsigned prof_lg_sample = 19;
+bool prof_gdump_on;
+uint64_t prof_nskipped;
+uint64_t prof_nsamples;
+
+/* The sampled region: small sampled objects get page runs here. Its chunks
+ * are madvised MADV_NOHUGEPAGE once each, when mapped, so every sample has
+ * native pages of its own (residency is measurable per sample) without a
+ * madvise per page (which would split VMAs). */
+static extent_pool_t sampled_pool;
+static size_t sampled_small_bytes;
+static bool bt_warm;
+static ma_mutex_t active_lock = MA_MUTEX_INITIALIZER;
+
+void prof_bt_boot(void);
+void prof_dump_boot(void);
+void prof_dump_prefork(void);
+void prof_dump_postfork_parent(void);
+void prof_dump_postfork_child(void);
+
+bool prof_boot(void)
+{
+    prof_table_boot();
+    extent_pool_init(&sampled_pool, ARENAS_MAX, true);
+    prof_lg_sample = opt_lg_prof_sample;
+    prof_gdump_on = opt_prof && opt_prof_gdump;
+    prof_active = opt_prof && opt_prof_active;
+    return true;
+}
+
+void prof_boot_late(void)
+{
+    if (!opt_prof)
+        return;
+    prof_active_set(prof_active);
+    prof_dump_boot();
+}
+
+void prof_active_set(bool active)
+{
+    ma_mutex_lock(&active_lock);
+    if (active && !bt_warm) {
+        /* Outside malloc: the unwinder's first use may allocate. */
+        prof_bt_boot();
+        bt_warm = true;
+    }
+    if (active)
+        prof_weights_prepare(prof_lg_sample);
+    ma_store_release(&prof_active, active);
+    ma_mutex_unlock(&active_lock);
+}
+
+void prof_reset(unsigned lg_sample)
+{
+    ma_mutex_lock(&active_lock);
+    prof_weights_prepare(lg_sample);
+    ma_store_release(&prof_lg_sample, lg_sample);
+    prof_table_reset_accum();
+    ma_mutex_unlock(&active_lock);
+}
+
+void *prof_alloc_sampled(arena_t *arena, size_t usize, size_t align, bool zero, void *caller)
+{
+    void *frames[PROF_BT_MAX_LIMIT];
+    unsigned depth = prof_backtrace(frames, opt_prof_bt_max, caller);
+    unsigned szind = sc_size2index(usize);
+    extent_t *e;
+    void *p;
+    if (usize <= SC_SMALL_MAXCLASS) {
+        bool zeroed;
+        e = extent_alloc(&sampled_pool, PAGE_CEIL(usize), MA_MAX(align, PAGE), szind, false, &zeroed);
+        if (e == NULL)
+            return NULL;
+        p = (void *)e->addr;
+        if (zero && !zeroed)
+            memset(p, 0, usize);
+        ma_fetch_add(&sampled_small_bytes, usize);
+    } else {
+        p = arena_malloc_large(arena, usize, MA_MAX(align, PAGE), zero);
+        if (p == NULL)
+            return NULL;
+        e = rtree_elm_extent(rtree_lookup((uintptr_t)p));
+    }
+    prof_rec_t *rec = prof_table_record(frames, depth, szind, ma_load_acquire(&prof_lg_sample));
+    if (rec == NULL)
+        ma_fetch_add(&prof_nskipped, 1);
+    else
+        ma_fetch_add(&prof_nsamples, 1);
+    /* Marked sampled either way: free must come back here for small ones. */
+    e->sampled = true;
+    e->prof = rec;
+    extent_set_szind(e, szind, RTREE_SAMPLED);
+    return p;
+}
+
+void prof_free_sampled(void *p, extent_t *e)
+{
+    (void)p;
+    prof_rec_t *rec = e->prof;
+    if (rec != NULL)
+        prof_table_unrecord(rec);
+    if (e->pool == &sampled_pool) {
+        ma_fetch_sub(&sampled_small_bytes, sc_index2size(e->szind));
+        extent_dalloc(&sampled_pool, e);
+    } else {
+        arena_dalloc_large(e);
+    }
+}
+
+typedef struct totals_arg {
+    prof_totals_t *t;
+} totals_arg_t;
+
+static void totals_visit(const prof_stack_t *s, void *arg)
+{
+    prof_totals_t *t = ((totals_arg_t *)arg)->t;
+    for (const prof_rec_t *r = s->recs; r != NULL; r = r->next) {
+        double w = prof_weight(r->szind, r->lg_sample);
+        double usize = (double)sc_index2size(r->szind);
+        t->live_objects += (double)r->live * w;
+        t->live_bytes += (double)r->live * usize * w;
+        t->accum_objects += (double)r->accum * w;
+        t->accum_bytes += (double)r->accum * usize * w;
+        t->live_samples += r->live;
+        t->accum_samples += r->accum;
+    }
+}
+
+void prof_totals_get(prof_totals_t *t)
+{
+    memset(t, 0, sizeof(*t));
+    totals_arg_t a = {t};
+    prof_table_foreach(totals_visit, &a);
+    t->sampled_small_bytes = ma_load_relaxed(&sampled_small_bytes);
+}
+
+/* Lock order: active, dump, table stripes, weights, the sampled region. */
+void prof_prefork(void)
+{
+    ma_mutex_prefork(&active_lock);
+    prof_dump_prefork();
+    prof_table_prefork();
+    extent_pool_prefork(&sampled_pool);
+}
+
+void prof_postfork_parent(void)
+{
+    extent_pool_postfork_parent(&sampled_pool);
+    prof_table_postfork_parent();
+    prof_dump_postfork_parent();
+    ma_mutex_postfork_parent(&active_lock);
+}
+
+void prof_postfork_child(void)
+{
+    extent_pool_postfork_child(&sampled_pool);
+    prof_table_postfork_child();
+    prof_dump_postfork_child();
+    ma_mutex_postfork_child(&active_lock);
+}

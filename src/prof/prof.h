@@ -1,0 +1,104 @@
+/*
+ * prof: the sampling heap profiler.
+ *
+ * Sampling itself is one of the thread events (tcache/te.c): each thread
+ * draws exponential waits with mean R = 2^lg_prof_sample bytes, and an
+ * allocation of usable size Z that crosses the wait is sampled, with
+ * probability 1 - exp(-Z/R). The slow path decides before allocating and
+ * calls prof_alloc_sampled, which captures the stack, places the object
+ * (a small object gets its own page run from the sampled region; a large
+ * one stays in place and is marked) and counts it in the stack table.
+ *
+ * Counters are kept per (stack, size class, R): raw sampled counts, whose
+ * unbiased values are count * w and count * usize * w with
+ * w = 1 / (1 - exp(-usize / R)).
+ *
+ * Depends on arena (sampled pages, large objects) and sizeclass only; the
+ * caller (core) guards re-entrancy and owns the thread state.
+ */
+#ifndef MYALLOC_PROF_H
+#define MYALLOC_PROF_H
+
+#include <sys/types.h>
+
+#include "../arena/arena.h"
+
+#define PROF_BT_MAX_LIMIT 256
+#define PROF_PREFIX_MAX 1024
+
+enum prof_bt_kind { PROF_BT_GCC = 0, PROF_BT_FP = 1 };
+
+/* Options (MYALLOC_CONF / malloc_conf; see src/core/conf.c). */
+extern bool opt_prof;                 /* profiling armed at startup */
+extern bool opt_prof_active;          /* ... and sampling at startup */
+extern bool opt_prof_thread_active_init;
+extern unsigned opt_lg_prof_sample;   /* R = 2^this */
+extern ssize_t opt_lg_prof_interval;  /* dump every 2^this bytes allocated; -1 off */
+extern bool opt_prof_accum;
+extern bool opt_prof_final;
+extern bool opt_prof_leak;
+extern bool opt_prof_gdump;
+extern char opt_prof_prefix[PROF_PREFIX_MAX];
+extern uint64_t opt_prof_seed;
+extern unsigned opt_prof_bt;          /* enum prof_bt_kind */
+extern unsigned opt_prof_bt_max;
+
+/* Run-time state. */
+extern bool prof_active;              /* sampling on (prof.active) */
+extern unsigned prof_lg_sample;       /* current R (prof.lg_sample) */
+extern bool prof_gdump_on;            /* prof.gdump */
+extern uint64_t prof_nskipped;        /* samples that could not be recorded */
+extern uint64_t prof_nsamples;        /* samples recorded */
+
+/* Under the init lock: options into state, tables, the sampled region. */
+bool prof_boot(void);
+/* After init, outside every lock: warm the unwinder, register exit dumps. */
+void prof_boot_late(void);
+
+/* Start or stop sampling (the unwinder is warmed on first activation).
+ * The caller then hands prof_active / prof_lg_sample to the samplers (the
+ * thread events), see core's ma_prof_update. */
+void prof_active_set(bool active);
+
+/* A sampled allocation of usize bytes (a class) aligned to align; zero
+ * fills it with zeros. caller is the return address into the program (the
+ * first frame kept). arena serves large objects. NULL when out of memory. */
+void *prof_alloc_sampled(arena_t *arena, size_t usize, size_t align, bool zero, void *caller);
+
+/* Free a sampled object (its page-map element says sampled). */
+void prof_free_sampled(void *p, extent_t *e);
+
+/* Backtrace of the current thread starting at caller's frame; returns the
+ * number of frames written (at most max). */
+unsigned prof_backtrace(void **frames, unsigned max, void *caller);
+
+/* Dumps. filename NULL: <prefix>.<pid>.<seq>.<kind>.heap. Returns 0 or an
+ * errno value. */
+int prof_dump(const char *filename, char kind);
+/* Forget all samples' cumulative counts and start over with R = 2^lg (live
+ * objects stay counted, under the R they were sampled with). */
+void prof_reset(unsigned lg_sample);
+
+/* Unbiased totals over all records (exact sums of the estimates). */
+typedef struct prof_totals {
+    double live_objects, live_bytes;
+    double accum_objects, accum_bytes;
+    uint64_t live_samples, accum_samples;
+    size_t sampled_small_bytes;   /* usable bytes of live sampled small objects */
+} prof_totals_t;
+void prof_totals_get(prof_totals_t *t);
+
+/* Byte counter hook from the thread events: an interval dump when the
+ * process's allocated bytes cross a multiple of 2^lg_prof_interval. Runs on
+ * an allocation slow path, outside the allocator's locks. */
+void prof_bytes_hook(uint64_t bytes);
+/* A new chunk of memory was mapped (a new high-water mark): gdump. */
+void prof_note_growth(void);
+/* The short unbiased summary of unfreed memory (prof_leak, at exit). */
+void prof_leak_report(void);
+
+void prof_prefork(void);
+void prof_postfork_parent(void);
+void prof_postfork_child(void);
+
+#endif

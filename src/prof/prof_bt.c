@@ -1,0 +1,125 @@
+/*
+ * prof_bt: stack capture for samples.
+ *
+ * Two unwinders: glibc's backtrace() (the libgcc DWARF unwinder, works for
+ * code built without frame pointers; the default), and a frame-pointer
+ * walk (prof_bt:fp; much cheaper, needs -fno-omit-frame-pointer code).
+ *
+ * The allocator's own frames are cut exactly: every entry point passes the
+ * return address into the program ("caller") down its slow path, and the
+ * kept stack starts at the first frame equal to it. Should the unwinder not
+ * report that frame, frames inside the allocator's own text are skipped
+ * instead.
+ */
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <link.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "prof.h"
+
+#define PROF_BT_SKIP_MAX 32 /* the allocator's own frames are far fewer */
+
+static uintptr_t own_text_lo, own_text_hi;
+
+/* The thread's stack top, for bounding the frame-pointer walk. */
+static __thread uintptr_t bt_stack_hi __attribute__((tls_model("initial-exec")));
+
+static uintptr_t stack_top(void)
+{
+    if (bt_stack_hi == 0) {
+        pthread_attr_t attr;
+        void *addr;
+        size_t size;
+        /* May allocate (glibc reads /proc/self/maps for the main thread):
+         * the caller is re-entrant here, so those allocations are plain. */
+        if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+            if (pthread_attr_getstack(&attr, &addr, &size) == 0)
+                bt_stack_hi = (uintptr_t)addr + size;
+            pthread_attr_destroy(&attr);
+        }
+        if (bt_stack_hi == 0)
+            bt_stack_hi = UINTPTR_MAX; /* unknown: rely on the other checks */
+    }
+    return bt_stack_hi;
+}
+
+/* Walk saved frame pointers: each frame is {saved fp, return address}.
+ * Stops at a null or misaligned fp, one that does not move up the stack,
+ * or one beyond the thread's stack. */
+static MA_NOINLINE int bt_fp(void **buf, int max)
+{
+    uintptr_t hi = stack_top();
+    void **fp = __builtin_frame_address(0);
+    int n = 0;
+    while (n < max) {
+        uintptr_t f = (uintptr_t)fp;
+        if ((f & 7) != 0 || f + 2 * sizeof(void *) > hi)
+            break;
+        void *ra = fp[1];
+        if (ra == NULL)
+            break;
+        buf[n++] = ra;
+        void **next = (void **)fp[0];
+        if (next <= fp || (uintptr_t)next - f > ((uintptr_t)64 << 20))
+            break;
+        fp = next;
+    }
+    return n;
+}
+
+unsigned prof_backtrace(void **frames, unsigned max, void *caller)
+{
+    void *buf[PROF_BT_MAX_LIMIT + PROF_BT_SKIP_MAX];
+    if (max > PROF_BT_MAX_LIMIT)
+        max = PROF_BT_MAX_LIMIT;
+    int cap = (int)max + PROF_BT_SKIP_MAX;
+    int n = opt_prof_bt == PROF_BT_FP ? bt_fp(buf, cap) : backtrace(buf, cap);
+    int start = -1;
+    for (int i = 0; i < n && i < PROF_BT_SKIP_MAX; i++) {
+        if (buf[i] == caller) {
+            start = i;
+            break;
+        }
+    }
+    if (start < 0) {
+        start = 0;
+        while (start < n && (uintptr_t)buf[start] >= own_text_lo && (uintptr_t)buf[start] < own_text_hi)
+            start++;
+    }
+    unsigned depth = (unsigned)(n - start);
+    if (depth > max)
+        depth = max;
+    memcpy(frames, buf + start, depth * sizeof(void *));
+    return depth;
+}
+
+static int find_own_text(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    uintptr_t self = (uintptr_t)arg;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+            continue;
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+        if (self >= lo && self < hi) {
+            own_text_lo = lo;
+            own_text_hi = hi;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void prof_bt_boot(void)
+{
+    /* Where our own code lives (the library, or the program when linked
+     * statically: then the fallback cut is less precise, see above). */
+    dl_iterate_phdr(find_own_text, (void *)(uintptr_t)&prof_backtrace);
+    /* The first backtrace() loads libgcc_s and allocates: do it now, not
+     * inside a sampled malloc. */
+    void *warm[4];
+    backtrace(warm, 4);
+}

@@ -1,0 +1,267 @@
+/*
+ * prof_dump: heap profiles in the gperftools text format, and the leak
+ * summary printed at exit.
+ *
+ *   heap profile: <n>: <b> [<an>: <ab>] @ heap_v2/<R>
+ *   <n>: <b> [<an>: <ab>] @ 0x<leaf> 0x<caller> ...
+ *   ...
+ *
+ *   MAPPED_LIBRARIES:
+ *   <copy of /proc/self/maps>
+ *
+ * One record line per (stack, size class) with raw sampled counts, so that
+ * the readers' own per-record unbiasing (by the record's average size,
+ * which is its class size) is exact. See ../shared/reference/
+ * profile-formats.md for what jeprof, google-pprof and go tool pprof
+ * accept.
+ *
+ * The header is written first with fixed-width numbers and rewritten in
+ * place at the end (every reader accepts the padding), so the header is
+ * exactly the sum of the records even though samplers keep running: no
+ * lock is held across the whole dump.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "prof_table.h"
+
+static ma_mutex_t dump_lock = MA_MUTEX_INITIALIZER;
+static uint64_t dump_seq;
+
+typedef struct dump_state {
+    ma_bufwriter_t bw;
+    unsigned lg_now;
+    uint64_t n, b, an, ab; /* header sums */
+} dump_state_t;
+
+/* Raw count of a record expressed at the dump's R: exact when the record
+ * was sampled at that R, otherwise rescaled by the ratio of weights and
+ * rounded (the text format has one R per file). */
+static uint64_t count_at(uint64_t count, const prof_rec_t *r, unsigned lg_now)
+{
+    if (r->lg_sample == lg_now || count == 0)
+        return count;
+    double x = (double)count * prof_weight(r->szind, r->lg_sample) / prof_weight(r->szind, lg_now);
+    return (uint64_t)llround(x);
+}
+
+static void dump_visit(const prof_stack_t *s, void *arg)
+{
+    dump_state_t *d = arg;
+    for (const prof_rec_t *r = s->recs; r != NULL; r = r->next) {
+        uint64_t n = count_at(r->live, r, d->lg_now);
+        uint64_t an = opt_prof_accum ? count_at(r->accum, r, d->lg_now) : 0;
+        if (n == 0 && an == 0)
+            continue;
+        uint64_t usize = sc_index2size(r->szind);
+        ma_bw_printf(&d->bw, "%llu: %llu [%llu: %llu] @", (unsigned long long)n,
+                     (unsigned long long)(n * usize), (unsigned long long)an,
+                     (unsigned long long)(an * usize));
+        for (uint32_t i = 0; i < s->depth; i++)
+            ma_bw_printf(&d->bw, " 0x%lx", (unsigned long)(uintptr_t)s->frames[i]);
+        ma_bw_write(&d->bw, "\n", 1);
+        d->n += n;
+        d->b += n * usize;
+        d->an += an;
+        d->ab += an * usize;
+    }
+}
+
+static size_t format_header(char *buf, size_t len, const dump_state_t *d)
+{
+    return ma_snprintf(buf, len, "heap profile: %20llu: %20llu [%20llu: %20llu] @ heap_v2/%llu\n",
+                       (unsigned long long)d->n, (unsigned long long)d->b, (unsigned long long)d->an,
+                       (unsigned long long)d->ab, (unsigned long long)((uint64_t)1 << d->lg_now));
+}
+
+static void copy_maps(ma_bufwriter_t *bw)
+{
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof(buf))) > 0)
+        ma_bw_write(bw, buf, (size_t)n);
+    close(fd);
+}
+
+static int dump_to_fd(int fd)
+{
+    dump_state_t d;
+    memset(&d, 0, sizeof(d));
+    ma_bw_init_fd(&d.bw, fd);
+    d.lg_now = ma_load_acquire(&prof_lg_sample);
+    char header[256];
+    size_t hlen = format_header(header, sizeof(header), &d);
+    ma_bw_write(&d.bw, header, hlen);
+    prof_table_foreach(dump_visit, &d);
+    ma_bw_puts(&d.bw, "\nMAPPED_LIBRARIES:\n");
+    copy_maps(&d.bw);
+    if (!ma_bw_flush(&d.bw))
+        return errno != 0 ? errno : EIO;
+    size_t hlen2 = format_header(header, sizeof(header), &d);
+    if (hlen2 != hlen || pwrite(fd, header, hlen, 0) != (ssize_t)hlen)
+        return errno != 0 ? errno : EIO;
+    return 0;
+}
+
+int prof_dump(const char *filename, char kind)
+{
+    char path[PROF_PREFIX_MAX + 80];
+    int saved = errno;
+    ma_mutex_lock(&dump_lock);
+    if (filename == NULL) {
+        if (opt_prof_prefix[0] == '\0') {
+            ma_mutex_unlock(&dump_lock);
+            return EINVAL;
+        }
+        ma_snprintf(path, sizeof(path), "%s.%d.%llu.%c.heap", opt_prof_prefix, (int)getpid(),
+                    (unsigned long long)dump_seq++, kind);
+        filename = path;
+    }
+    int err = 0;
+    int fd = open(filename, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        err = errno;
+    } else {
+        err = dump_to_fd(fd);
+        if (close(fd) != 0 && err == 0)
+            err = errno;
+    }
+    ma_mutex_unlock(&dump_lock);
+    errno = saved;
+    return err;
+}
+
+/* ---------------------------------------------------------------------
+ * Interval and high-water dumps.
+ */
+
+static uint64_t interval_bytes;
+
+void prof_bytes_hook(uint64_t bytes)
+{
+    if (opt_lg_prof_interval < 0 || !ma_load_acquire(&prof_active))
+        return;
+    uint64_t interval = (uint64_t)1 << opt_lg_prof_interval;
+    uint64_t before = ma_fetch_add(&interval_bytes, bytes);
+    if ((before + bytes) / interval != before / interval)
+        prof_dump(NULL, 'i');
+}
+
+void prof_note_growth(void)
+{
+    if (ma_load_acquire(&prof_gdump_on) && ma_load_acquire(&prof_active))
+        prof_dump(NULL, 'u');
+}
+
+/* ---------------------------------------------------------------------
+ * Exit: the final dump and the leak summary.
+ */
+
+#define LEAK_TOP 8
+
+typedef struct leak_entry {
+    const prof_stack_t *stack;
+    double bytes, objects;
+} leak_entry_t;
+
+typedef struct leak_state {
+    leak_entry_t top[LEAK_TOP];
+    unsigned ntop;
+    double bytes, objects;
+    uint64_t samples;
+    unsigned nstacks;
+} leak_state_t;
+
+static void leak_visit(const prof_stack_t *s, void *arg)
+{
+    leak_state_t *l = arg;
+    double bytes = 0, objects = 0;
+    for (const prof_rec_t *r = s->recs; r != NULL; r = r->next) {
+        if (r->live == 0)
+            continue;
+        double w = prof_weight(r->szind, r->lg_sample);
+        objects += (double)r->live * w;
+        bytes += (double)r->live * w * (double)sc_index2size(r->szind);
+        l->samples += r->live;
+    }
+    if (objects == 0)
+        return;
+    l->bytes += bytes;
+    l->objects += objects;
+    l->nstacks++;
+    /* Keep the LEAK_TOP largest, sorted by bytes. */
+    unsigned i = l->ntop < LEAK_TOP ? l->ntop++ : LEAK_TOP;
+    while (i > 0 && l->top[i - 1].bytes < bytes) {
+        if (i < LEAK_TOP)
+            l->top[i] = l->top[i - 1];
+        i--;
+    }
+    if (i < LEAK_TOP)
+        l->top[i] = (leak_entry_t){s, bytes, objects};
+}
+
+static void describe_frame(char *buf, size_t len, void *addr)
+{
+    Dl_info info;
+    /* A return address points after the call: look up the call itself. */
+    if (dladdr((char *)addr - 1, &info) != 0 && info.dli_sname != NULL)
+        ma_snprintf(buf, len, "%s+0x%lx", info.dli_sname,
+                    (unsigned long)((uintptr_t)addr - (uintptr_t)info.dli_saddr));
+    else if (dladdr((char *)addr - 1, &info) != 0 && info.dli_fname != NULL)
+        ma_snprintf(buf, len, "%p (%s)", addr, info.dli_fname);
+    else
+        ma_snprintf(buf, len, "%p", addr);
+}
+
+void prof_leak_report(void)
+{
+    leak_state_t l;
+    memset(&l, 0, sizeof(l));
+    prof_table_foreach(leak_visit, &l);
+    if (l.samples == 0) {
+        ma_warn("leak summary: no sampled object is still allocated");
+        return;
+    }
+    ma_warn("leak summary: ~%.0f bytes in ~%.0f objects unfreed at exit (unbiased, from %llu "
+            "samples on %u stacks, R = %llu)",
+            l.bytes, l.objects, (unsigned long long)l.samples, l.nstacks,
+            (unsigned long long)((uint64_t)1 << prof_lg_sample));
+    for (unsigned i = 0; i < l.ntop; i++) {
+        char line[1024];
+        size_t n = ma_snprintf(line, sizeof(line), "  ~%.0f bytes in ~%.0f objects at", l.top[i].bytes,
+                               l.top[i].objects);
+        const prof_stack_t *s = l.top[i].stack;
+        for (uint32_t f = 0; f < s->depth && f < 6 && n < sizeof(line) - 200; f++) {
+            char fr[160];
+            describe_frame(fr, sizeof(fr), s->frames[f]);
+            n += ma_snprintf(line + n, sizeof(line) - n, "%s %s", f == 0 ? "" : " <-", fr);
+        }
+        ma_warn("%s", line);
+    }
+}
+
+static void prof_atexit(void)
+{
+    if (opt_prof_final && prof_dump(NULL, 'f') != 0)
+        ma_warn("prof_final: could not write the final profile (prof_prefix \"%s\")", opt_prof_prefix);
+    if (opt_prof_leak)
+        prof_leak_report();
+}
+
+void prof_dump_boot(void)
+{
+    if (opt_prof_final || opt_prof_leak)
+        atexit(prof_atexit);
+}
+
+void prof_dump_prefork(void) { ma_mutex_prefork(&dump_lock); }
+void prof_dump_postfork_parent(void) { ma_mutex_postfork_parent(&dump_lock); }
+void prof_dump_postfork_child(void) { ma_mutex_postfork_child(&dump_lock); }

@@ -1,0 +1,63 @@
+/*
+ * prof_table: interned stacks and their counters per (size class, R).
+ *
+ * A lock-striped hash table of stacks. Each stack holds a list of records,
+ * one per (size class, lg R) it was sampled at, with raw sampled counts:
+ *
+ *   live   sampled objects of that class on that stack not yet freed
+ *   accum  sampled objects ever (since the last prof.reset)
+ *
+ * Unbiased estimates of a record are count * w and count * usize * w with
+ * w = 1 / (1 - exp(-usize / R)) for the record's own R. Records and stacks
+ * live in metadata memory and are never freed (they are bounded by the
+ * program's distinct allocation sites).
+ */
+#ifndef MYALLOC_PROF_TABLE_H
+#define MYALLOC_PROF_TABLE_H
+
+#include "prof.h"
+
+typedef struct prof_rec prof_rec_t;
+
+typedef struct prof_stack {
+    struct prof_stack *next;   /* hash chain */
+    prof_rec_t *recs;
+    uint64_t hash;
+    uint32_t depth;
+    void *frames[];            /* return addresses, leaf first */
+} prof_stack_t;
+
+struct prof_rec {
+    prof_rec_t *next;          /* the stack's list */
+    prof_stack_t *stack;
+    uint16_t szind;
+    uint8_t lg_sample;
+    uint64_t live;
+    uint64_t accum;
+};
+
+/* Count one sampled object; NULL when metadata memory is exhausted. */
+prof_rec_t *prof_table_record(void *const *frames, unsigned depth, unsigned szind, unsigned lg_sample);
+/* Its free. */
+void prof_table_unrecord(prof_rec_t *rec);
+
+/* Visit every stack under its stripe's lock (the visitor must not
+ * allocate or take allocator locks). */
+typedef void prof_visit_fn(const prof_stack_t *stack, void *arg);
+void prof_table_foreach(prof_visit_fn *fn, void *arg);
+
+/* Zero every record's cumulative count. */
+void prof_table_reset_accum(void);
+
+void prof_table_boot(void);
+
+/* The unbiasing weight of class szind at R = 2^lg (from the table for that
+ * R; prof_weights_prepare builds it ahead of use). */
+double prof_weight(unsigned szind, unsigned lg_sample);
+void prof_weights_prepare(unsigned lg_sample);
+
+void prof_table_prefork(void);
+void prof_table_postfork_parent(void);
+void prof_table_postfork_child(void);
+
+#endif
