@@ -223,8 +223,18 @@ void *ma_ralloc(void *p, size_t size, size_t align, int flags, void *caller)
         return NULL;
     }
     tsd_t *tsd = tsd_fetch();
+    /* A reallocation is an allocation of usize bytes for the ticker and the
+     * sampler, in place or not: decide first. A sampled result must move
+     * (to its own pages); an unsampled one may stay only if the old object
+     * was not sampled either. */
+    bool sample = false, events = false;
+    if (tsd_nominal(tsd) && tsd->reentrancy == 0 && tsd->thread_allocated + usize >= tsd->next_event) {
+        sample = te_alloc_event(tsd, usize) && tsd->prof_thread_active;
+        events = true;
+    }
     bool aligned = align == 0 || ((uintptr_t)p & (align - 1)) == 0;
-    if (aligned && !(elm & RTREE_SAMPLED)) {
+    void *q = NULL;
+    if (!sample && aligned && !(elm & RTREE_SAMPLED)) {
         bool in_place = false;
         if (elm & RTREE_SLAB)
             in_place = usize == old_usize;
@@ -233,14 +243,21 @@ void *ma_ralloc(void *p, size_t size, size_t align, int flags, void *caller)
         if (in_place) {
             tsd->thread_allocated += usize;
             tsd->thread_deallocated += old_usize;
-            return p;
+            q = p;
+            goto out;
         }
     }
-    void *q = ma_alloc_slow(size, align, flags, caller);
-    if (q == NULL)
-        return NULL;
-    memcpy(q, p, MA_MIN(old_usize, usize));
-    dalloc_elm(tsd, p, elm, 0);
+    q = sample ? alloc_sampled(tsd, usize, align, flags, caller) : alloc_usize(tsd, usize, align, flags);
+    if (q != NULL) {
+        tsd->thread_allocated += usize;
+        memcpy(q, p, MA_MIN(old_usize, usize));
+        dalloc_elm(tsd, p, elm, 0);
+    } else {
+        errno = ENOMEM;
+    }
+out:
+    if (events)
+        tsd_update_next_event(tsd);
     return q;
 }
 

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "../common/common.h"
+#include "ctl.h"
 
 #define CONF_STRMAX 1024
 
@@ -25,6 +26,7 @@ typedef enum {
 typedef struct conf_option {
     const char *name;
     conf_type_t type;
+    int ctl_type;                 /* the type mallctl("opt.<name>") has (a ctl_type_t) */
     void *ptr;
     int64_t min, max;             /* numbers: accepted range */
     const char *const *choices;   /* CONF_CHOICE: NULL-terminated */

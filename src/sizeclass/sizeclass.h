@@ -100,6 +100,8 @@ MA_INLINE size_t sc_sa2u(size_t size, size_t align)
 {
     if (align <= QUANTUM)
         return sc_s2u(size);
+    if (size == 0)
+        size = 1; /* a zero-byte object still needs an aligned region */
     if (size <= SC_SMALL_MAXCLASS && align <= PAGE) {
         size_t usize = sc_s2u((size + align - 1) & ~(align - 1));
         if (usize <= SC_SMALL_MAXCLASS)
