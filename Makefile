@@ -81,7 +81,7 @@ HELPER_BIN := $(patsubst test/helpers/%.c,$(BUILD)/helpers/%,$(HELPER_SRC))
 
 $(BUILD)/test/%: test/%.c test/test_util.h $(BUILD)/libmyalloc.a
 	@mkdir -p $(@D)
-	$(CC) $(TEST_CFLAGS) -o $@ $< $(BUILD)/libmyalloc.a -lcriterion $(LDLIBS)
+	$(CC) $(TEST_CFLAGS) -rdynamic -o $@ $< $(BUILD)/libmyalloc.a -lcriterion $(LDLIBS)
 
 # Helper programs run as subprocesses by the tests (plain binaries: they get
 # myalloc through LD_PRELOAD or by linking, as each test says).
