@@ -13,46 +13,7 @@
 #include "../arena/extent.h"
 #include "../prof/prof.h"
 #include "core.h"
-
-/* ---------------------------------------------------------------------
- * Fast paths.
- */
-
-/* Small request served from the thread cache with no event due: a table
- * lookup, one compare, a pop. */
-MA_INLINE bool alloc_fast(size_t size, void **out)
-{
-    if (unlikely(size > SC_LOOKUP_MAXCLASS))
-        return false;
-    const sc_lookup_t *lk = sc_lookup(size);
-    size_t usize = lk->usize;
-    size_t bin_off = lk->bin_off; /* class * sizeof(cache_bin_t) */
-    tsd_t TSD_SEG *tsd = tsd_fast();
-    uint64_t after = tsd->thread_allocated + usize;
-    /* next_event == 0 also routes uninitialised / re-entrant threads here. */
-    if (unlikely(after >= tsd->next_event))
-        return false;
-    if (unlikely(!cache_bin_pop_seg(tsd_bin_at(tsd, (intptr_t)bin_off), out)))
-        return false;
-    tsd->thread_allocated = after;
-    return true;
-}
-
-/* Object on a slab (not sampled, not large) pushed to the thread cache. */
-MA_INLINE bool free_fast(void *p)
-{
-    uintptr_t pg = (uintptr_t)p >> LG_PAGE;
-    if (unlikely(pg >= rtree_fastmap_npages))
-        return false;
-    uintptr_t ind1 = ma_load_relaxed(&rtree_fastmap[pg]); /* class + 1, or 0 */
-    tsd_t TSD_SEG *tsd = tsd_fast();
-    /* ind1 == 0 (not a slab object) selects bin_none, which is always full. */
-    cache_bin_t TSD_SEG *bin = (cache_bin_t TSD_SEG *)((char TSD_SEG *)&tsd->bin_none + (ind1 << 4));
-    if (unlikely(!cache_bin_push_seg(bin, p)))
-        return false;
-    tsd->thread_deallocated += bin->usize;
-    return true;
-}
+#include "fastpath.h"
 
 /* ---------------------------------------------------------------------
  * Slow paths.
@@ -158,8 +119,11 @@ oom:
 rtree_elm_t ma_lookup_live(const void *p, const char *func)
 {
     rtree_elm_t elm = rtree_lookup((uintptr_t)p);
-    if (likely(elm & RTREE_SLAB))
+    if (likely(elm & RTREE_SLAB)) {
+        if (unlikely(slab_region_index(rtree_elm_extent(elm), rtree_elm_szind(elm), p) < 0))
+            ma_fatal("%s(): invalid pointer %p (inside an allocation, not its start)", func, p);
         return elm;
+    }
     if (elm == 0)
         ma_fatal("%s(): invalid pointer %p (not allocated by myalloc)", func, p);
     extent_t *e = rtree_elm_extent(elm);
@@ -393,17 +357,38 @@ MA_EXPORT size_t malloc_usable_size(void *p)
     return (uintptr_t)p == e->addr ? sc_index2size(ind) : 0;
 }
 
+bool ma_sized_needs_lookup;
+bool opt_check_sized;
+
+/* A sized free the fast path could not take: look the object up, check the
+ * size when checks are on (or when it cannot be trusted), free. */
+MA_NOINLINE void ma_sdalloc_slow(void *p, size_t size, size_t align, int flags, const char *func)
+{
+    if (p == NULL)
+        return;
+    rtree_elm_t elm = ma_lookup_live(p, func);
+    if (opt_check_sized) {
+        size_t usize = align <= QUANTUM ? sc_s2u(size) : sc_sa2u(size, align);
+        size_t actual = sc_index2size(rtree_elm_szind(elm));
+        if (usize != actual)
+            ma_fatal("%s(): size %zu does not match the allocation at %p (usable size %zu)", func, size, p,
+                     actual);
+    }
+    dalloc_elm(tsd_fetch(), p, elm, flags);
+}
+
 MA_EXPORT void free_sized(void *p, size_t size)
 {
-    (void)size;
-    free(p);
+    if (likely(free_sized_fast(p, size)))
+        return;
+    ma_sdalloc_slow(p, size, 0, 0, "free_sized");
 }
 
 MA_EXPORT void free_aligned_sized(void *p, size_t align, size_t size)
 {
-    (void)align;
-    (void)size;
-    free(p);
+    if (align <= QUANTUM && likely(free_sized_fast(p, size)))
+        return;
+    ma_sdalloc_slow(p, size, align, 0, "free_aligned_sized");
 }
 
 /* glibc's internal names, for code that calls them directly and so that

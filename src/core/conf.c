@@ -13,6 +13,7 @@
 
 #include "../prof/prof.h"
 #include "../tcache/tcache.h"
+#include "core.h"
 
 bool opt_abort_conf;
 unsigned opt_narenas;
@@ -30,6 +31,8 @@ const conf_option_t conf_options[] = {
     {"tcache", CONF_BOOL, CTL_BOOL, &tcache_opt_enabled, 0, 1, NULL, "per-thread caches"},
     {"tcache_max", CONF_SIZE, CTL_SIZE, &tcache_opt_max, 0, (int64_t)TCACHE_MAXCLASS_LIMIT, NULL,
      "largest size served from thread caches"},
+    {"check_sized", CONF_BOOL, CTL_BOOL, &opt_check_sized, 0, 1, NULL,
+     "check the size given to sdallocx / free_sized against the allocation (abort on a mismatch)"},
     {"prof", CONF_BOOL, CTL_BOOL, &opt_prof, 0, 1, NULL,
      "arm the heap profiler at startup (it can also be started later with prof.active)"},
     {"prof_active", CONF_BOOL, CTL_BOOL, &opt_prof_active, 0, 1, NULL,

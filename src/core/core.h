@@ -33,6 +33,9 @@ void ma_free_slow(void *p);
 void *ma_ralloc(void *p, size_t size, size_t align, int flags, void *caller);
 /* Free with the thread cache or not (MA_FLAG_TCACHE_NONE), for dallocx. */
 void ma_dalloc_flags(void *p, int flags);
+/* Sized free's slow path (checks the size when opt_check_sized). */
+void ma_sdalloc_slow(void *p, size_t size, size_t align, int flags, const char *func);
+extern bool opt_check_sized;
 
 /* The return address into the program: every public entry point passes it
  * down its slow path, so a sampled stack starts exactly at the program's
@@ -42,6 +45,7 @@ void ma_dalloc_flags(void *p, int flags);
 /* Hand the profiler's state (active, R, seed) to the per-thread samplers;
  * call after changing it. */
 void ma_prof_update(void);
+extern bool ma_sized_needs_lookup;
 
 /* The page-map element of a pointer the caller claims is live, validated:
  * aborts with "<myalloc>: <func>(): ..." when it is not. */

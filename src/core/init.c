@@ -85,6 +85,7 @@ bool ma_init_hard(void)
     unsigned narenas = opt_narenas != 0 ? opt_narenas : 4 * ma_ncpus;
     rtree_fastmap_boot();
     tsd_prof_active_init = opt_prof_thread_active_init;
+    ma_sized_needs_lookup = opt_check_sized;
     if (opt_lg_prof_interval >= 0) {
         uint64_t interval = (uint64_t)1 << MA_MIN(opt_lg_prof_interval, 62);
         te_periodic_interval = MA_MIN(interval, TE_PERIODIC_INTERVAL_MAX);
@@ -105,7 +106,18 @@ bool ma_init_hard(void)
     return ok;
 }
 
+/* Initialise when the library is loaded, not only on the first malloc: a
+ * configuration that cannot run (the page size) must fail at startup even
+ * in a program that never allocates. */
+__attribute__((constructor)) static void ma_init_at_load(void)
+{
+    ma_init();
+}
+
 void ma_prof_update(void)
 {
+    /* Once anything may be sampled, sized frees must look objects up. */
+    if (ma_load_acquire(&prof_active))
+        ma_store_release(&ma_sized_needs_lookup, true);
     te_sample_configure(ma_load_acquire(&prof_active), ma_load_acquire(&prof_lg_sample), opt_prof_seed);
 }

@@ -163,7 +163,9 @@ void *tcache_alloc_hard(tsd_t *tsd, unsigned ind)
     b->head = empty - got;
     p = *b->head;
     b->head++;
-    b->low_water = cache_bin_bits(b->head);
+    /* The bin ran empty: its low-water mark stays at 0 (the empty end)
+     * until the next GC step, which then fills more, not flushes. */
+    b->low_water = b->empty;
     return p;
 }
 

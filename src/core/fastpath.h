@@ -1,0 +1,62 @@
+/*
+ * fastpath: the inline fast paths of the entry points, shared by the
+ * standard functions (alloc.c) and jemalloc's (jemalloc.c). Each either
+ * completes or returns false for the caller to take its slow path.
+ */
+#ifndef MYALLOC_FASTPATH_H
+#define MYALLOC_FASTPATH_H
+
+#include "core.h"
+
+/* Small request served from the thread cache with no event due: a table
+ * lookup, one compare, a pop. */
+MA_INLINE bool alloc_fast(size_t size, void **out)
+{
+    if (unlikely(size > SC_LOOKUP_MAXCLASS))
+        return false;
+    const sc_lookup_t *lk = sc_lookup(size);
+    size_t usize = lk->usize;
+    size_t bin_off = lk->bin_off; /* class * sizeof(cache_bin_t) */
+    tsd_t TSD_SEG *tsd = tsd_fast();
+    uint64_t after = tsd->thread_allocated + usize;
+    /* next_event == 0 also routes uninitialised / re-entrant threads here. */
+    if (unlikely(after >= tsd->next_event))
+        return false;
+    if (unlikely(!cache_bin_pop_seg(tsd_bin_at(tsd, (intptr_t)bin_off), out)))
+        return false;
+    tsd->thread_allocated = after;
+    return true;
+}
+
+/* Object on a slab (not sampled, not large) pushed to the thread cache. */
+MA_INLINE bool free_fast(void *p)
+{
+    uintptr_t pg = (uintptr_t)p >> LG_PAGE;
+    if (unlikely(pg >= rtree_fastmap_npages))
+        return false;
+    uintptr_t ind1 = ma_load_relaxed(&rtree_fastmap[pg]); /* class + 1, or 0 */
+    tsd_t TSD_SEG *tsd = tsd_fast();
+    /* ind1 == 0 (not a slab object) selects bin_none, which is always full. */
+    cache_bin_t TSD_SEG *bin = (cache_bin_t TSD_SEG *)((char TSD_SEG *)&tsd->bin_none + (ind1 << 4));
+    if (unlikely(!cache_bin_push_seg(bin, p)))
+        return false;
+    tsd->thread_deallocated += bin->usize;
+    return true;
+}
+
+/* Sized free without any page-map lookup: while no object can be sampled
+ * (sampling never switched on) and size checks are off, a small object's
+ * class follows from its size (ma_sized_needs_lookup says otherwise). */
+MA_INLINE bool free_sized_fast(void *p, size_t size)
+{
+    if (unlikely(size > SC_LOOKUP_MAXCLASS || p == NULL || ma_load_relaxed(&ma_sized_needs_lookup)))
+        return false;
+    const sc_lookup_t *lk = sc_lookup(size);
+    tsd_t TSD_SEG *tsd = tsd_fast();
+    if (unlikely(!cache_bin_push_seg(tsd_bin_at(tsd, (intptr_t)lk->bin_off), p)))
+        return false;
+    tsd->thread_deallocated += lk->usize;
+    return true;
+}
+
+#endif
