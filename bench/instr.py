@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""Instruction counts per malloc+free pair under callgrind (make bench-instr).
+
+Called by bench/instr.sh. For each allocator and case, runs
+build/bench/bin/instr under `valgrind --tool=callgrind` twice, with N1 and
+N2 iterations, LD_PRELOAD set in valgrind's own environment. Then
+
+    raw       = (total Ir(N2) - total Ir(N1)) / (pairs(N2) - pairs(N1))
+    harness   = (Ir of the loop function(N2) - same(N1)) / (same pair count)
+    allocator = raw - harness
+
+where "Ir of the loop function" is the exclusive count callgrind_annotate
+gives for run_pairs / run_batch. Callgrind's default --skip-plt=yes charges
+PLT stub instructions to the function that called through the PLT, so the
+harness figure includes the program's malloc@plt / free@plt jumps, and an
+allocator's own PLT calls stay with the allocator. See bench/README.md.
+Standard library only.
+"""
+
+import argparse
+import concurrent.futures
+import datetime
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+BATCH = 1000
+
+
+def cases(quick):
+    d = 10 if quick else 1
+    return [
+        # name, mode, size, N1, N2, pairs per iteration, harness function
+        ("pair-16", "pairs", 16, 100_000 // d, 1_100_000 // d, 1, "run_pairs"),
+        ("pair-64", "pairs", 64, 100_000 // d, 1_100_000 // d, 1, "run_pairs"),
+        ("pair-256", "pairs", 256, 100_000 // d, 1_100_000 // d, 1, "run_pairs"),
+        ("batch-64", "batch", 64, 100 // d, 1_100 // d, BATCH, "run_batch"),
+    ]
+
+
+def signal_name(num):
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+LINE = re.compile(r"^\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(.*?)\s*$")
+
+
+def annotate(path):
+    """Exclusive Ir per function (keyed by the function name without file)
+    plus 'TOTAL', from callgrind_annotate."""
+    out = subprocess.run(["callgrind_annotate", "--threshold=100", "--auto=no",
+                          "--inclusive=no", path],
+                         capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(f"callgrind_annotate failed: {out.stderr.strip()[:200]}")
+    res = {}
+    objects = {}
+    for l in out.stdout.splitlines():
+        m = LINE.match(l)
+        if not m:
+            continue
+        n = int(m.group(1).replace(",", ""))
+        what = m.group(2)
+        if what == "PROGRAM TOTALS":
+            res["TOTAL"] = n
+            continue
+        obj = ""
+        mo = re.match(r"^(.*?) \[(.*)\]$", what)
+        if mo:
+            what, obj = mo.group(1), mo.group(2)
+        fn = what.rsplit(":", 1)[-1]
+        res[fn] = res.get(fn, 0) + n
+        objects[os.path.basename(obj)] = objects.get(os.path.basename(obj), 0) + n
+    return res, objects
+
+
+def run_callgrind(binary, lib, mode, size, n, tmp, tag):
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    if lib:
+        env["LD_PRELOAD"] = lib  # in valgrind's own environment: it passes it on
+    out = os.path.join(tmp, f"{tag}.out")
+    cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+           binary, mode, str(size), str(n)]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+    if p.returncode != 0 or "RESULT" not in p.stdout:
+        err = p.stderr.splitlines()
+        why = [l.split("== ", 1)[-1].strip() for i, l in enumerate(err)
+               if "Process terminating" in l or (i > 0 and "Process terminating" in err[i - 1])
+               or "VERIFY FAILED" in l]
+        status = (signal_name(-p.returncode) if p.returncode < 0 else f"exit {p.returncode}")
+        raise RuntimeError(f"{status}: {'; '.join(why)[:160]} (N={n})")
+    if "cannot be preloaded" in p.stderr:
+        raise RuntimeError("preload failed")
+    return annotate(out)
+
+
+def measure(binary, alloc, case, tmp):
+    name, lib = alloc
+    cname, mode, size, n1, n2, per, harness_fn = case
+    tag = f"{name}-{cname}"
+    a1, _ = run_callgrind(binary, lib, mode, size, n1, tmp, tag + "-1")
+    a2, objs = run_callgrind(binary, lib, mode, size, n2, tmp, tag + "-2")
+    if harness_fn not in a1 or harness_fn not in a2:
+        raise RuntimeError(f"{harness_fn} not found in the callgrind profile")
+    # Sanity: the allocator's library must show up in the profile.
+    want = os.path.basename(os.path.realpath(lib)) if lib else "libc.so.6"
+    if not any(o == want or o == os.path.basename(lib or "libc.so.6") for o in objs):
+        raise RuntimeError(f"{want} does not appear in the profile: preload not active?")
+    pairs = (n2 - n1) * per
+    raw = (a2["TOTAL"] - a1["TOTAL"]) / pairs
+    harness = (a2[harness_fn] - a1[harness_fn]) / pairs
+    return {"raw": raw, "harness": harness, "alloc": raw - harness,
+            "cmd": f"{'LD_PRELOAD=' + lib + ' ' if lib else ''}valgrind --tool=callgrind "
+                   f"{binary} {mode} {size} {n2}"}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--repo", required=True)
+    ap.add_argument("--alloc", action="append", default=[])
+    ap.add_argument("--skip", action="append", default=[])
+    args = ap.parse_args()
+
+    quick = os.environ.get("BENCH_QUICK", "0") not in ("", "0")
+    filt = os.environ.get("BENCH_FILTER", "")
+    binary = os.path.join(args.bin, "instr")
+    cs = cases(quick)
+    if filt:
+        cs = [c for c in cs if re.search(filt, c[0])]
+    allocs = []
+    names = []
+    skipped = {}
+    for a in args.alloc:
+        n, _, lib = a.partition("=")
+        allocs.append((n, lib))
+        names.append(n)
+    for s in args.skip:
+        n, _, why = s.partition("=")
+        skipped[n] = why
+        names.append(n)
+    peers = [n for n in names if n != "myalloc"]
+
+    tmp = tempfile.mkdtemp(prefix="bench-instr-")
+    results = {}
+    jobs = max(1, min(4, os.cpu_count() or 1))
+    print(f"bench-instr: {len(cs)} cases x {len(allocs)} allocators under callgrind "
+          f"({jobs} at a time)", file=sys.stderr)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as ex:
+            futs = {ex.submit(measure, binary, a, c, tmp): (a[0], c[0]) for a in allocs
+                    for c in cs}
+            for f in concurrent.futures.as_completed(futs):
+                key = futs[f]
+                try:
+                    results[key] = f.result()
+                    r = results[key]
+                    print(f"  {key[1]:9} {key[0]:9} raw {r['raw']:7.1f}  harness "
+                          f"{r['harness']:5.1f}  allocator {r['alloc']:7.1f}", file=sys.stderr)
+                except Exception as e:  # noqa: BLE001 - report any failure in the table
+                    results[key] = {"fail": str(e)}
+                    print(f"  {key[1]:9} {key[0]:9} FAIL: {e}", file=sys.stderr)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    lines = ["# myalloc instruction counts (callgrind)", ""]
+    lines.append(f"{datetime.datetime.now():%Y-%m-%d %H:%M}{' - QUICK' if quick else ''} - "
+                 "instructions per malloc+free pair, (Ir(N2) - Ir(N1)) / (pairs(N2) - "
+                 "pairs(N1)). allocator only = raw - the harness loop's own instructions "
+                 "(including its PLT jumps). Ratios use the allocator-only figure; "
+                 "lower is better. See bench/README.md.")
+    lines.append("")
+    for n, why in skipped.items():
+        lines.append(f"- {n}: **skipped**: {why}")
+    if skipped:
+        lines.append("")
+    fails = []
+    for c in cs:
+        cname, mode, size, n1, n2, per, fn = c
+        what = (f"{size} B malloc+free pairs" if mode == "pairs" else
+                f"batches of {BATCH} mallocs then {BATCH} frees, {size} B")
+        lines.append(f"## {cname}: {what} (N1={n1:,}, N2={n2:,}"
+                     f"{' batches' if mode == 'batch' else ''})")
+        lines.append("")
+        lines.append("| allocator | instr/pair (raw) | harness | instr/pair (allocator only) | "
+                     "/ tcmalloc | / best peer | / best peer (raw) |")
+        lines.append("|:--|--:|--:|--:|--:|--:|--:|")
+
+        def val(n, k):
+            r = results.get((n, cname))
+            return r[k] if r and "fail" not in r else None
+
+        tc = val("tcmalloc", "alloc")
+        peer_alloc = [(val(p, "alloc"), p) for p in peers if val(p, "alloc") is not None]
+        peer_raw = [(val(p, "raw"), p) for p in peers if val(p, "raw") is not None]
+        best = min(peer_alloc) if peer_alloc else None
+        best_raw = min(peer_raw) if peer_raw else None
+        for n in names:
+            if n in skipped:
+                lines.append(f"| {n} | skipped | | | | | |")
+                continue
+            r = results.get((n, cname))
+            if r is None or "fail" in r:
+                why = r["fail"] if r else "not run"
+                lines.append(f"| {n} | FAIL ({why[:80]}) | | | | | |")
+                fails.append((n, cname, why))
+                continue
+
+            def ratio(x, ref):
+                return f"{x / ref:.2f}" if ref else "-"
+
+            bname = "**" + n + "**" if n == "myalloc" else n
+            lines.append(f"| {bname} | {r['raw']:.1f} | {r['harness']:.1f} | {r['alloc']:.1f} | "
+                         f"{ratio(r['alloc'], tc)} | "
+                         f"{ratio(r['alloc'], best[0]) if best else '-'}"
+                         f"{' (' + best[1] + ')' if best and n == 'myalloc' else ''} | "
+                         f"{ratio(r['raw'], best_raw[0]) if best_raw else '-'} |")
+        hs = {round(results[(n, cname)]["harness"], 1) for n in names
+              if (n, cname) in results and "fail" not in results[(n, cname)]}
+        if len(hs) > 1:
+            lines.append("")
+            lines.append(f"Warning: the harness count differs between allocators ({sorted(hs)}); "
+                         "it should not.")
+        lines.append("")
+    if fails:
+        lines.append("## Failures")
+        lines.append("")
+        for n, cname, why in fails:
+            lines.append(f"- {n} {cname}: {why}")
+        lines.append("")
+    md = "\n".join(lines)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "instr.md"), "w") as f:
+        f.write(md + "\n")
+    print(md)
+    print(f"(written to {os.path.relpath(os.path.join(args.out, 'instr.md'))})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
