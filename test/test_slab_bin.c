@@ -1,0 +1,457 @@
+/*
+ * Slabs (region bitmaps) for every bin, and the arena's bins: fills,
+ * batched frees, statistics, slab lifetime and low-address preference.
+ *
+ * The bin tests use private arenas (indices no thread is bound to), so
+ * their statistics move only with what the test does.
+ */
+#include "arena/arena.h"
+#include "arena/slab.h"
+#include "test_util.h"
+
+#define AIND  (ARENAS_MAX - 3)
+#define AIND2 (ARENAS_MAX - 4)
+
+static void init_allocator(void) { free(malloc(1)); }
+
+TestSuite(slab, .init = init_allocator);
+TestSuite(bin, .init = init_allocator);
+
+/* ---------------------------------------------------------------------
+ * slab.h on a record with a made-up address (slab functions compute
+ * addresses only; they never touch the slab's memory).
+ */
+
+static extent_t fake;
+
+static void fake_slab(unsigned b)
+{
+    memset(&fake, 0, sizeof(fake));
+    fake.addr = (uintptr_t)1 << 44;
+    fake.size = (size_t)sc_bin_info[b].slab_pages * PAGE;
+    fake.slab = true;
+    fake.szind = (uint16_t)b;
+    slab_init(&fake, b);
+}
+
+static unsigned popcount_bitmap(const extent_t *s)
+{
+    unsigned n = 0;
+    for (unsigned w = 0; w < SLAB_BITMAP_WORDS; w++)
+        n += (unsigned)__builtin_popcountll(s->bitmap[w]);
+    return n;
+}
+
+Test(slab, init_and_allocate_every_region_lowest_first)
+{
+    unsigned batches[] = {1, 2, 3, 7, 64, 65, 1000};
+    for (unsigned b = 0; b < SC_NBINS; b++) {
+        const sc_bin_info_t *bi = &sc_bin_info[b];
+        fake_slab(b);
+        cr_assert_eq(fake.nfree, bi->nregs);
+        cr_assert_eq(popcount_bitmap(&fake), bi->nregs, "bin %u: bits past nregs must be 0", b);
+        void **out = malloc((bi->nregs + 1000) * sizeof(void *));
+        unsigned got = 0, k = 0;
+        while (fake.nfree > 0) {
+            unsigned want = batches[k++ % MA_ARRAY_LEN(batches)];
+            unsigned expect = MA_MIN(want, fake.nfree);
+            unsigned g = slab_alloc_batch(&fake, b, out + got, want);
+            cr_assert_eq(g, expect, "bin %u: batch of %u gave %u", b, want, g);
+            got += g;
+        }
+        cr_assert_eq(got, bi->nregs);
+        for (unsigned i = 0; i < got; i++)
+            cr_assert_eq((uintptr_t)out[i], fake.addr + (uintptr_t)i * bi->reg_size,
+                         "bin %u: region %u out of order", b, i);
+        cr_assert_eq(popcount_bitmap(&fake), 0);
+        cr_assert_eq(slab_alloc_batch(&fake, b, out, 5), 0, "a full slab gives nothing");
+        free(out);
+    }
+}
+
+Test(slab, region_index_exact_and_bogus_pointers)
+{
+    for (unsigned b = 0; b < SC_NBINS; b++) {
+        const sc_bin_info_t *bi = &sc_bin_info[b];
+        fake_slab(b);
+        const uintptr_t base = fake.addr;
+        const size_t reg = bi->reg_size;
+        for (unsigned i = 0; i < bi->nregs; i++) {
+            uintptr_t p = base + (uintptr_t)i * reg;
+            cr_assert_eq(slab_region_index(&fake, b, (void *)p), (long)i, "bin %u region %u", b, i);
+            /* Interior pointers. */
+            uintptr_t in[] = {p + 1, p + 8, p + reg / 2, p + reg - 1, p + QUANTUM};
+            for (size_t k = 0; k < MA_ARRAY_LEN(in); k++)
+                if (in[k] != p && in[k] < p + reg)
+                    cr_assert_eq(slab_region_index(&fake, b, (void *)in[k]), -1,
+                                 "bin %u: interior pointer %#lx (region %u + %lu)", b,
+                                 (unsigned long)in[k], i, (unsigned long)(in[k] - p));
+        }
+        /* Outside the slab, both sides. */
+        uintptr_t out[] = {base - 1, base - reg, base - PAGE, base + fake.size, base + fake.size + reg,
+                           base + fake.size - 1, 0, UINTPTR_MAX};
+        for (size_t k = 0; k < MA_ARRAY_LEN(out); k++)
+            cr_assert_eq(slab_region_index(&fake, b, (void *)out[k]), -1, "bin %u: pointer %#lx", b,
+                         (unsigned long)out[k]);
+    }
+}
+
+Test(slab, free_region_and_double_free)
+{
+    uint64_t seed = 1;
+    for (unsigned b = 0; b < SC_NBINS; b++) {
+        const sc_bin_info_t *bi = &sc_bin_info[b];
+        fake_slab(b);
+        unsigned n = bi->nregs;
+        void **out = malloc(n * sizeof(void *));
+        unsigned *perm = malloc(n * sizeof(unsigned));
+        cr_assert_eq(slab_alloc_batch(&fake, b, out, n), n);
+        /* Free every region in random order; each second free is refused. */
+        for (unsigned i = 0; i < n; i++)
+            perm[i] = i;
+        for (unsigned i = n - 1; i > 0; i--) {
+            unsigned j = (unsigned)(tu_rand(&seed) % (i + 1));
+            unsigned t = perm[i];
+            perm[i] = perm[j];
+            perm[j] = t;
+        }
+        for (unsigned i = 0; i < n; i++) {
+            long idx = slab_region_index(&fake, b, out[perm[i]]);
+            cr_assert_eq(idx, (long)perm[i]);
+            cr_assert(slab_free_region(&fake, (unsigned)idx), "bin %u: first free of %u", b, perm[i]);
+            cr_assert_eq(fake.nfree, i + 1);
+            cr_assert_not(slab_free_region(&fake, (unsigned)idx), "bin %u: double free of %u accepted", b,
+                          perm[i]);
+            cr_assert_eq(fake.nfree, i + 1, "a refused double free must not count");
+        }
+        cr_assert_eq(popcount_bitmap(&fake), n);
+        /* Everything free again: a refill is in address order. */
+        cr_assert_eq(slab_alloc_batch(&fake, b, out, n), n);
+        for (unsigned i = 0; i < n; i++)
+            cr_assert_eq((uintptr_t)out[i], fake.addr + (uintptr_t)i * bi->reg_size);
+        /* Free a random subset; a batch then takes the lowest free ones. */
+        static bool isfree[8192];
+        memset(isfree, 0, sizeof(isfree));
+        unsigned nf = 0;
+        for (unsigned i = 0; i < n; i++) {
+            if (tu_rand(&seed) % 3 == 0) {
+                cr_assert(slab_free_region(&fake, i));
+                isfree[i] = true;
+                nf++;
+            }
+        }
+        unsigned take = nf / 2;
+        cr_assert_eq(slab_alloc_batch(&fake, b, out, take), take);
+        unsigned j = 0;
+        for (unsigned i = 0; i < n && j < take; i++)
+            if (isfree[i])
+                cr_assert_eq((uintptr_t)out[j++], fake.addr + (uintptr_t)i * bi->reg_size,
+                             "bin %u: batch must take the lowest free regions", b);
+        cr_assert_eq(fake.nfree, nf - take);
+        free(out);
+        free(perm);
+    }
+}
+
+/* ---------------------------------------------------------------------
+ * Bins.
+ */
+
+static extent_t *slab_of(void *p)
+{
+    rtree_elm_t e = rtree_lookup((uintptr_t)p);
+    cr_assert(e & RTREE_SLAB, "%p is not on a slab", p);
+    return rtree_elm_extent(e);
+}
+
+static void dalloc_all(unsigned b, void **ps, unsigned n)
+{
+    extent_t **sl = malloc(n * sizeof(extent_t *));
+    for (unsigned i = 0; i < n; i++)
+        sl[i] = slab_of(ps[i]);
+    arena_dalloc_small_batch(b, ps, sl, n);
+    free(sl);
+}
+
+/* The regions of slab s among ps[0..n), moved to the front; returns how many. */
+static unsigned partition_by_slab(void **ps, unsigned n, extent_t *s)
+{
+    unsigned k = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (slab_of(ps[i]) == s) {
+            void *t = ps[k];
+            ps[k] = ps[i];
+            ps[i] = t;
+            k++;
+        }
+    }
+    return k;
+}
+
+Test(bin, fill_and_batch_free_keep_stats_right)
+{
+    arena_t *a = arena_get(AIND);
+    cr_assert_not_null(a);
+    uint64_t seed = 3;
+    for (unsigned b = 0; b < SC_NBINS; b++) {
+        const sc_bin_info_t *bi = &sc_bin_info[b];
+        bin_t *bin = &a->bins[b];
+        unsigned n = 2 * bi->nregs + 3;
+        void **ps = malloc(n * sizeof(void *));
+        /* Fill in a few calls of different sizes. */
+        unsigned got = 0, nfills = 0;
+        while (got < n) {
+            unsigned r = 1 + (unsigned)(tu_rand(&seed) % (bi->nregs + 5));
+            unsigned want = MA_MIN(n - got, r);
+            cr_assert_eq(arena_fill_small(a, b, ps + got, want), want);
+            got += want;
+            nfills++;
+        }
+        unsigned nslabs = (n + bi->nregs - 1) / bi->nregs;
+        cr_assert_eq(bin->stats.nmalloc, n, "bin %u nmalloc %llu, want %u", b,
+                     (unsigned long long)bin->stats.nmalloc, n);
+        cr_assert_eq(bin->stats.curregs, n, "bin %u curregs", b);
+        cr_assert_eq(bin->stats.nfills, nfills, "bin %u nfills", b);
+        cr_assert_eq(bin->stats.ndalloc, 0);
+        cr_assert_eq(bin->stats.nflushes, 0);
+        cr_assert_eq(bin->stats.curslabs, nslabs, "bin %u curslabs %zu, want %u", b, bin->stats.curslabs, nslabs);
+        cr_assert_eq(bin->stats.nslabs, nslabs);
+        /* Every region is usable, distinct and on a slab of this arena and class. */
+        for (unsigned i = 0; i < n; i++) {
+            extent_t *s = slab_of(ps[i]);
+            cr_assert_eq(s->arena_ind, AIND);
+            cr_assert_eq(rtree_elm_szind(rtree_lookup((uintptr_t)ps[i])), b);
+            cr_assert_geq(slab_region_index(s, b, ps[i]), 0);
+            tu_fill(ps[i], bi->reg_size);
+        }
+        for (unsigned i = 0; i < n; i++)
+            cr_assert(tu_check(ps[i], bi->reg_size), "bin %u: region %p overlaps another", b, ps[i]);
+        /* Free in random batches, in random order. */
+        for (unsigned i = n - 1; i > 0; i--) {
+            unsigned j = (unsigned)(tu_rand(&seed) % (i + 1));
+            void *t = ps[i];
+            ps[i] = ps[j];
+            ps[j] = t;
+        }
+        unsigned done = 0, nflushes = 0;
+        while (done < n) {
+            unsigned r = 1 + (unsigned)(tu_rand(&seed) % 50);
+            unsigned k = MA_MIN(n - done, r);
+            dalloc_all(b, ps + done, k);
+            done += k;
+            nflushes++;
+            cr_assert_eq(bin->stats.curregs, n - done);
+            cr_assert_eq(bin->stats.ndalloc, done);
+        }
+        cr_assert_eq(bin->stats.nflushes, nflushes);
+        cr_assert_eq(bin->stats.nmalloc, n);
+        cr_assert_eq(bin->stats.curregs, 0);
+        cr_assert_eq(bin->stats.curslabs, 1, "bin %u: only the current slab is kept", b);
+        cr_assert_not_null(bin->slabcur);
+        cr_assert_eq(bin->slabcur->nfree, bi->nregs);
+        free(ps);
+    }
+}
+
+Test(bin, malloc_small_counts_requests)
+{
+    arena_t *a = arena_get(AIND);
+    unsigned b = sc_size2index(100);
+    void *p = arena_malloc_small(a, b, false);
+    void *q = arena_malloc_small(a, b, true);
+    cr_assert_not_null(p);
+    cr_assert_not_null(q);
+    for (size_t i = 0; i < sc_bin_info[b].reg_size; i++)
+        cr_assert_eq(((unsigned char *)q)[i], 0);
+    cr_assert_eq(a->bins[b].stats.nrequests, 2);
+    cr_assert_eq(a->bins[b].stats.nmalloc, 2);
+    cr_assert_eq(a->bins[b].stats.curregs, 2);
+    arena_bin_count_requests(a, b, 5);
+    cr_assert_eq(a->bins[b].stats.nrequests, 7);
+    dalloc_all(b, &p, 1);
+    dalloc_all(b, &q, 1);
+    cr_assert_eq(a->bins[b].stats.curregs, 0);
+}
+
+Test(bin, an_empty_slab_that_is_not_current_goes_back_to_the_pool)
+{
+    arena_t *a = arena_get(AIND);
+    for (unsigned b = 0; b < SC_NBINS; b++) {
+        const sc_bin_info_t *bi = &sc_bin_info[b];
+        bin_t *bin = &a->bins[b];
+        unsigned n = 2 * bi->nregs;
+        void **ps = malloc(n * sizeof(void *));
+        cr_assert_eq(arena_fill_small(a, b, ps, n), n);
+        cr_assert_eq(bin->stats.curslabs, 2);
+        extent_t *cur = bin->slabcur;
+        cr_assert_eq(cur->nfree, 0);
+        extent_t *other = slab_of(ps[0]) == cur ? slab_of(ps[n - 1]) : slab_of(ps[0]);
+        cr_assert_neq(other, cur);
+        uintptr_t oaddr = other->addr;
+        size_t osize = other->size;
+        size_t active = a->pool.stats.active_pages;
+
+        unsigned k = partition_by_slab(ps, n, other);
+        cr_assert_eq(k, bi->nregs);
+        /* All but one region back: the slab stays. */
+        dalloc_all(b, ps, k - 1);
+        cr_assert_eq(bin->stats.curslabs, 2);
+        cr_assert(rtree_lookup(oaddr) & RTREE_SLAB);
+        /* The last one: the slab goes back to the pool. */
+        dalloc_all(b, ps + k - 1, 1);
+        cr_assert_eq(bin->stats.curslabs, 1, "bin %u: the empty slab was kept", b);
+        cr_assert_eq(a->pool.stats.active_pages, active - osize / PAGE);
+        rtree_elm_t e = rtree_lookup(oaddr);
+        cr_assert_eq(e & RTREE_SLAB, 0, "bin %u: freed slab's first page still a slab", b);
+        cr_assert_eq(rtree_elm_szind(e), SC_NSIZES, "first page of a free extent");
+        cr_assert_eq(((extent_t *)rtree_elm_extent(e))->state, EXTENT_DIRTY);
+        cr_assert_eq(rtree_fast_lookup(oaddr), 0);
+        cr_assert_eq(rtree_fast_lookup(oaddr + osize - PAGE), 0);
+
+        /* The current slab emptied: kept. */
+        dalloc_all(b, ps + k, n - k);
+        cr_assert_eq(bin->stats.curslabs, 1);
+        cr_assert_eq(bin->slabcur, cur);
+        cr_assert_eq(cur->nfree, bi->nregs);
+        cr_assert(rtree_lookup(cur->addr) & RTREE_SLAB);
+        cr_assert_eq(bin->stats.curregs, 0);
+        free(ps);
+    }
+}
+
+static int cmp_ptr(const void *x, const void *y)
+{
+    uintptr_t a = (uintptr_t) * (void *const *)x, b = (uintptr_t) * (void *const *)y;
+    return a < b ? -1 : a > b;
+}
+
+Test(bin, fills_prefer_the_lowest_address_nonfull_slab)
+{
+    arena_t *a = arena_get(AIND);
+    uint64_t seed = 11;
+    enum { NS = 6 };
+    for (unsigned b = 0; b < SC_NBINS; b++) {
+        const sc_bin_info_t *bi = &sc_bin_info[b];
+        bin_t *bin = &a->bins[b];
+        unsigned n = NS * bi->nregs;
+        void **ps = malloc(n * sizeof(void *));
+        cr_assert_eq(arena_fill_small(a, b, ps, n), n);
+        cr_assert_eq(bin->slabcur->nfree, 0, "the current slab is full");
+        /* The other slabs, and one region of each to free. */
+        extent_t *slabs[NS];
+        unsigned ns = 0;
+        for (unsigned i = 0; i < n; i++) {
+            extent_t *s = slab_of(ps[i]);
+            bool seen = s == bin->slabcur;
+            for (unsigned j = 0; j < ns; j++)
+                seen |= slabs[j] == s;
+            if (!seen)
+                slabs[ns++] = s;
+        }
+        cr_assert_eq(ns, NS - 1);
+        void *freed[NS];
+        for (unsigned j = 0; j < ns; j++) {
+            /* A random region of slab j. */
+            unsigned r = (unsigned)(tu_rand(&seed) % bi->nregs);
+            freed[j] = (void *)(slabs[j]->addr + (uintptr_t)r * bi->reg_size);
+        }
+        /* Free them in random order. */
+        for (unsigned j = ns - 1; j > 0; j--) {
+            unsigned k = (unsigned)(tu_rand(&seed) % (j + 1));
+            void *t = freed[j];
+            freed[j] = freed[k];
+            freed[k] = t;
+        }
+        for (unsigned j = 0; j < ns; j++) {
+            void *p = freed[j];
+            dalloc_all(b, &p, 1);
+            /* (keep ps consistent: mark it) */
+            for (unsigned i = 0; i < n; i++)
+                if (ps[i] == freed[j])
+                    ps[i] = NULL;
+        }
+        /* Fills now come back lowest slab first. */
+        qsort(freed, ns, sizeof(void *), cmp_ptr);
+        for (unsigned j = 0; j < ns; j++) {
+            void *p;
+            cr_assert_eq(arena_fill_small(a, b, &p, 1), 1);
+            cr_assert_eq(p, freed[j], "bin %u: fill %u gave %p, lowest nonfull slab's free region is %p", b,
+                         j, p, freed[j]);
+            for (unsigned i = 0; i < n; i++)
+                if (ps[i] == NULL) {
+                    ps[i] = p;
+                    break;
+                }
+        }
+        /* Every slab full again: the next fill makes a new slab. */
+        size_t curslabs = bin->stats.curslabs;
+        void *p;
+        cr_assert_eq(arena_fill_small(a, b, &p, 1), 1);
+        cr_assert_eq(bin->stats.curslabs, curslabs + 1);
+        for (unsigned j = 0; j < ns; j++)
+            cr_assert_neq(slab_of(p), slabs[j]);
+        dalloc_all(b, &p, 1);
+        dalloc_all(b, ps, n);
+        cr_assert_eq(bin->stats.curregs, 0);
+        free(ps);
+    }
+}
+
+Test(bin, a_batch_can_mix_arenas)
+{
+    arena_t *a = arena_get(AIND), *c = arena_get(AIND2);
+    unsigned b = sc_size2index(64);
+    enum { N = 40 };
+    void *pa[N], *pc[N], *mix[2 * N];
+    cr_assert_eq(arena_fill_small(a, b, pa, N), N);
+    cr_assert_eq(arena_fill_small(c, b, pc, N), N);
+    for (unsigned i = 0; i < N; i++) {
+        mix[2 * i] = pa[i];
+        mix[2 * i + 1] = pc[i];
+    }
+    dalloc_all(b, mix, 2 * N);
+    cr_assert_eq(a->bins[b].stats.curregs, 0);
+    cr_assert_eq(c->bins[b].stats.curregs, 0);
+    cr_assert_eq(a->bins[b].stats.ndalloc, N);
+    cr_assert_eq(c->bins[b].stats.ndalloc, N);
+    cr_assert_eq(a->bins[b].stats.nflushes, 1);
+    cr_assert_eq(c->bins[b].stats.nflushes, 1);
+}
+
+/* Misuse aborts with a clear message. */
+static void double_free_child(void *arg)
+{
+    (void)arg;
+    arena_t *a = arena_get(AIND);
+    unsigned b = sc_size2index(48);
+    void *p[2];
+    arena_fill_small(a, b, p, 2);
+    void *q = p[0];
+    dalloc_all(b, &q, 1);
+    q = p[0];
+    dalloc_all(b, &q, 1);
+}
+
+static void interior_free_child(void *arg)
+{
+    (void)arg;
+    arena_t *a = arena_get(AIND);
+    unsigned b = sc_size2index(48);
+    void *p;
+    arena_fill_small(a, b, &p, 1);
+    void *q = (char *)p + 8;
+    extent_t *s = slab_of(p);
+    arena_dalloc_small_batch(b, &q, &s, 1);
+}
+
+Test(bin, double_and_interior_frees_abort)
+{
+    char err[4096];
+    int st = tu_capture(double_free_child, NULL, err, sizeof(err));
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "status %#x", st);
+    cr_assert(strncmp(err, "<myalloc>: ", 11) == 0, "\"%s\"", err);
+    cr_assert_not_null(strstr(err, "double free"), "\"%s\"", err);
+    st = tu_capture(interior_free_child, NULL, err, sizeof(err));
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "status %#x", st);
+    cr_assert_not_null(strstr(err, "invalid pointer"), "\"%s\"", err);
+}

@@ -1,0 +1,560 @@
+/*
+ * Thread state, thread caches and the byte-driven event ticker, through
+ * the public API and tsd_get().
+ *
+ * Each test runs in its own process. The fixture turns the periodic cache
+ * GC event off for the test's thread (gc_next = never) so that no GC step
+ * runs behind a test's back; the GC tests call tcache_gc_step themselves.
+ */
+#include <math.h>
+#include <malloc.h>
+#include <pthread.h>
+
+#include "core/core.h"
+#include "tcache/tcache.h"
+#include "test_util.h"
+
+static tsd_t *tsd;
+
+static void setup(void)
+{
+    free(malloc(1));
+    tsd = tsd_fetch();
+    cr_assert(tsd_nominal(tsd));
+    tsd->te.gc_next = TE_NEVER;
+    tsd_update_next_event(tsd);
+}
+
+TestSuite(tcache, .init = setup);
+TestSuite(te, .init = setup);
+
+static cache_bin_t *bin_of(unsigned ind) { return &tsd->bins[ind]; }
+static unsigned ncached(unsigned ind) { return cache_bin_ncached(bin_of(ind)); }
+static bin_stats_t *arena_bin_stats(unsigned ind) { return &tsd_arena(tsd)->bins[ind].stats; }
+
+/* ---------------------------------------------------------------------
+ * thread_allocated / thread_deallocated
+ */
+
+Test(tcache, thread_counters_sum_usable_sizes)
+{
+    void *ps[64];
+    unsigned n = 0;
+    uint64_t ea = 0, ed = 0;
+    const uint64_t a0 = tsd->thread_allocated, d0 = tsd->thread_deallocated;
+
+    /* Nothing in here may allocate except the calls being counted. */
+    const size_t sizes[] = {0, 1, 15, 16, 17, 100, 1000, 4096, 5000, SC_SMALL_MAXCLASS,
+                            SC_LARGE_MINCLASS, 3 * SC_LARGE_MINCLASS + 1, (size_t)1 << 20, (size_t)10 << 20};
+    for (size_t i = 0; i < MA_ARRAY_LEN(sizes); i++) {
+        ps[n] = malloc(sizes[i]);
+        ea += malloc_usable_size(ps[n]);
+        n++;
+    }
+    for (size_t i = 0; i < 5; i++) {
+        ps[n] = calloc(i + 1, 37 * i + 3);
+        ea += malloc_usable_size(ps[n]);
+        n++;
+    }
+    ps[n] = calloc(1, 3 * SC_LARGE_MINCLASS);
+    ea += malloc_usable_size(ps[n]);
+    n++;
+    /* Aligned. */
+    void *p;
+    posix_memalign(&p, 64, 100);
+    ps[n++] = p;
+    ea += malloc_usable_size(p);
+    ps[n] = aligned_alloc(4096, 100);
+    ea += malloc_usable_size(ps[n++]);
+    ps[n] = aligned_alloc(4 * PAGE, 3 * PAGE);
+    ea += malloc_usable_size(ps[n++]);
+    ps[n] = memalign(256, 1000);
+    ea += malloc_usable_size(ps[n++]);
+    ps[n] = valloc(10);
+    ea += malloc_usable_size(ps[n++]);
+    /* realloc: same class (in place), small -> small, small -> large,
+     * large shrink and growth, large -> small, and to size 0 (a free). */
+    const size_t rs[] = {101, 300, 2 * SC_LARGE_MINCLASS, SC_LARGE_MINCLASS, 6 * SC_LARGE_MINCLASS, 50};
+    p = malloc(100);
+    ea += malloc_usable_size(p);
+    for (size_t i = 0; i < MA_ARRAY_LEN(rs); i++) {
+        size_t old = malloc_usable_size(p);
+        void *q = realloc(p, rs[i]);
+        ea += malloc_usable_size(q);
+        ed += old;
+        p = q;
+    }
+    ed += malloc_usable_size(p);
+    void *z = realloc(p, 0);
+    p = reallocarray(NULL, 10, 10);
+    ea += malloc_usable_size(p);
+    ps[n++] = p;
+    const uint64_t a1 = tsd->thread_allocated, d1 = tsd->thread_deallocated;
+    for (unsigned i = 0; i < n; i++) {
+        ed += malloc_usable_size(ps[i]);
+        free(ps[i]);
+    }
+    free(NULL);
+    const uint64_t d2 = tsd->thread_deallocated;
+    (void)d1;
+    cr_assert_null(z, "realloc(p, 0) frees");
+    cr_assert_eq(a1 - a0, ea, "thread_allocated grew by %llu, usable sizes sum to %llu",
+                 (unsigned long long)(a1 - a0), (unsigned long long)ea);
+    cr_assert_eq(tsd->thread_allocated, a1, "free must not change thread_allocated");
+    cr_assert_eq(d2 - d0, ed, "thread_deallocated grew by %llu, usable sizes sum to %llu",
+                 (unsigned long long)(d2 - d0), (unsigned long long)ed);
+}
+
+Test(tcache, thread_counters_with_the_cache_off)
+{
+    tcache_set_enabled(tsd, false);
+    const uint64_t a0 = tsd->thread_allocated, d0 = tsd->thread_deallocated;
+    uint64_t ea = 0, ed = 0;
+    void *ps[16];
+    for (int i = 0; i < 16; i++) {
+        ps[i] = malloc((size_t)i * 333);
+        ea += malloc_usable_size(ps[i]);
+    }
+    for (int i = 0; i < 16; i++) {
+        ed += malloc_usable_size(ps[i]);
+        free(ps[i]);
+    }
+    cr_assert_eq(tsd->thread_allocated - a0, ea);
+    cr_assert_eq(tsd->thread_deallocated - d0, ed);
+    tcache_set_enabled(tsd, true);
+}
+
+/* ---------------------------------------------------------------------
+ * Cache bins.
+ */
+
+Test(tcache, freed_objects_are_cached_and_reused_lifo)
+{
+    const size_t S = 64;
+    const unsigned ind = sc_size2index(S);
+    cr_assert(tcache_serves(tsd, ind));
+    enum { N = 10 };
+    void *ps[N];
+    tcache_flush(tsd);
+    for (int i = 0; i < N; i++)
+        ps[i] = malloc(S);
+    unsigned n0 = ncached(ind);
+    cr_assert_leq(n0 + N, cache_bin_ncached_max(bin_of(ind)));
+    size_t curregs0 = arena_bin_stats(ind)->curregs;
+    for (int i = 0; i < N; i++)
+        free(ps[i]);
+    cr_assert_eq(ncached(ind), n0 + N, "%u cached after %d frees, was %u", ncached(ind), N, n0);
+    cr_assert_eq(arena_bin_stats(ind)->curregs, curregs0, "cached objects stay with the thread");
+    /* The most recently freed first. */
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(bin_of(ind)->head[i], ps[N - 1 - i], "stack slot %d", i);
+    for (int i = N - 1; i >= 0; i--) {
+        void *p = malloc(S);
+        cr_assert_eq(p, ps[i], "malloc returned %p, want the most recently freed %p", p, ps[i]);
+    }
+    cr_assert_eq(ncached(ind), n0);
+    for (int i = 0; i < N; i++)
+        free(ps[i]);
+}
+
+Test(tcache, tcache_max_decides_the_cached_classes)
+{
+    /* Every class up to tcache_max (default 32 KiB), none above. */
+    size_t max = MA_MIN(tcache_opt_max, TCACHE_MAXCLASS_LIMIT);
+    for (unsigned ind = 0; ind < SC_NSIZES && sc_index2size(ind) <= 2 * max; ind++)
+        cr_assert_eq(tcache_serves(tsd, ind), sc_index2size(ind) <= max, "class %zu, tcache_max %zu",
+                     sc_index2size(ind), max);
+    cr_assert_eq(tcache_maxclass, sc_index2size(tcache_nbins - 1));
+    cr_assert_leq(tcache_maxclass, max);
+    cr_assert_gt(sc_index2size(tcache_nbins), max);
+}
+
+Test(tcache, large_classes_are_cached_too)
+{
+    unsigned ind = SC_NBINS;
+    if (MA_MIN(tcache_opt_max, TCACHE_MAXCLASS_LIMIT) < SC_LARGE_MINCLASS) {
+        cr_assert_not(tcache_serves(tsd, ind));
+        return; /* no large class is small enough for the cache here */
+    }
+    cr_assert(tcache_serves(tsd, ind), "tcache_max %zu covers class %zu", tcache_opt_max, SC_LARGE_MINCLASS);
+    tcache_flush(tsd);
+    arena_t *a = tsd_arena(tsd);
+    void *p = malloc(SC_LARGE_MINCLASS), *q = malloc(SC_LARGE_MINCLASS);
+    size_t cur = a->large[0].curlextents;
+    free(p);
+    free(q);
+    cr_assert_eq(ncached(ind), 2);
+    cr_assert_eq(a->large[0].curlextents, cur, "a cached large object stays allocated");
+    cr_assert_eq(malloc(SC_LARGE_MINCLASS), q);
+    cr_assert_eq(malloc(SC_LARGE_MINCLASS), p);
+    free(p);
+    free(q);
+    tcache_flush(tsd);
+    cr_assert_eq(ncached(ind), 0);
+    cr_assert_eq(a->large[0].curlextents, cur - 2);
+}
+
+Test(tcache, an_empty_bin_is_filled_by_ncached_max_shifted_by_lg_fill_div)
+{
+    for (unsigned ind = 0; ind < SC_NBINS && ind < tsd->tcache_nbins; ind++) {
+        tcache_flush(tsd);
+        bin_stats_t *st = arena_bin_stats(ind);
+        uint64_t nm0 = st->nmalloc, nf0 = st->nfills;
+        unsigned max = cache_bin_ncached_max(bin_of(ind));
+        unsigned div = tsd->lg_fill_div[ind]; /* earlier GC steps may have moved it */
+        cr_assert(div >= 1 && div <= TCACHE_LG_FILL_DIV_MAX);
+        unsigned want = MA_MAX(max >> div, 1);
+        void *p = malloc(sc_index2size(ind));
+        cr_assert_eq(st->nmalloc - nm0, want, "class %zu: fill took %llu, want %u >> %u = %u", sc_index2size(ind),
+                     (unsigned long long)(st->nmalloc - nm0), max, div, want);
+        cr_assert_eq(st->nfills - nf0, 1);
+        cr_assert_eq(ncached(ind), want - 1);
+        /* Capacity per class: twice the slab's regions, clamped. */
+        unsigned cap = MA_MIN(MA_MAX(2 * sc_bin_info[ind].nregs, TCACHE_NSLOTS_MIN), TCACHE_NSLOTS_SMALL_MAX);
+        cr_assert_eq(max, cap, "class %zu capacity", sc_index2size(ind));
+        free(p);
+    }
+}
+
+Test(tcache, a_free_into_a_full_bin_flushes_the_oldest_half)
+{
+    const size_t S = 96;
+    const unsigned ind = sc_size2index(S);
+    const unsigned max = cache_bin_ncached_max(bin_of(ind));
+    void **ps = malloc((max + 1) * sizeof(void *));
+    for (unsigned i = 0; i <= max; i++)
+        ps[i] = malloc(S);
+    tcache_flush(tsd);
+    for (unsigned i = 0; i < max; i++)
+        free(ps[i]);
+    cr_assert_eq(ncached(ind), max, "the bin is full");
+    bin_stats_t *st = arena_bin_stats(ind);
+    uint64_t nd0 = st->ndalloc, nfl0 = st->nflushes;
+    free(ps[max]);
+    unsigned half = max - max / 2;
+    cr_assert_eq(st->ndalloc - nd0, half, "flushed %llu of %u", (unsigned long long)(st->ndalloc - nd0), max);
+    cr_assert_geq(st->nflushes - nfl0, 1);
+    cr_assert_eq(ncached(ind), max - half + 1);
+    /* What is left: the newest, in LIFO order. */
+    for (unsigned k = 0; k < ncached(ind); k++)
+        cr_assert_eq(bin_of(ind)->head[k], ps[max - k], "slot %u", k);
+    /* The oldest went back to their slabs: their bitmap bits are free. */
+    for (unsigned i = 0; i < half; i++) {
+        extent_t *s = rtree_elm_extent(rtree_lookup((uintptr_t)ps[i]));
+        long idx = slab_region_index(s, ind, ps[i]);
+        cr_assert_geq(idx, 0);
+        cr_assert((s->bitmap[idx / 64] >> (idx % 64)) & 1, "flushed object %u not free in its slab", i);
+    }
+    free(ps);
+}
+
+Test(tcache, flush_empties_every_bin)
+{
+    arena_t *a = tsd_arena(tsd);
+    void *ps[1024];
+    unsigned n = 0;
+    for (unsigned ind = 0; ind < tsd->tcache_nbins && n + 3 <= 1024; ind++) {
+        for (int k = 0; k < 3; k++)
+            ps[n++] = malloc(sc_index2size(ind));
+    }
+    for (unsigned i = 0; i < n; i++)
+        free(ps[i]);
+    static unsigned cached[TCACHE_NBINS_LIMIT];
+    static size_t cur[TCACHE_NBINS_LIMIT];
+    unsigned total = 0;
+    for (unsigned ind = 0; ind < tsd->tcache_nbins; ind++) {
+        cached[ind] = ncached(ind);
+        total += cached[ind];
+        cur[ind] = ind < SC_NBINS ? a->bins[ind].stats.curregs : a->large[ind - SC_NBINS].curlextents;
+        cr_assert_geq(cached[ind], 3, "class %zu: %u cached", sc_index2size(ind), cached[ind]);
+    }
+    tcache_flush(tsd);
+    for (unsigned ind = 0; ind < TCACHE_NBINS_LIMIT; ind++)
+        cr_assert_eq(ncached(ind), 0, "bin %u still holds %u after a flush", ind, ncached(ind));
+    for (unsigned ind = 0; ind < tsd->tcache_nbins; ind++) {
+        size_t now = ind < SC_NBINS ? a->bins[ind].stats.curregs : a->large[ind - SC_NBINS].curlextents;
+        cr_assert_eq(now, cur[ind] - cached[ind], "class %zu: in use %zu, was %zu with %u cached",
+                     sc_index2size(ind), now, cur[ind], cached[ind]);
+    }
+    cr_assert_gt(total, 0);
+    /* Still works after. */
+    void *p = malloc(100);
+    free(p);
+    cr_assert_gt(ncached(sc_size2index(100)), 0);
+}
+
+Test(tcache, disabling_flushes_and_bypasses_the_cache)
+{
+    const size_t S = 64;
+    const unsigned ind = sc_size2index(S);
+    void *ps[8];
+    for (int i = 0; i < 8; i++)
+        ps[i] = malloc(S);
+    for (int i = 0; i < 8; i++)
+        free(ps[i]);
+    cr_assert_gt(ncached(ind), 0);
+    bin_stats_t *st = arena_bin_stats(ind);
+    size_t cur0 = st->curregs;
+    unsigned had = ncached(ind);
+    tcache_set_enabled(tsd, false);
+    cr_assert_not(tsd->tcache_enabled);
+    cr_assert_eq(st->curregs, cur0 - had, "disabling must flush");
+    for (unsigned i = 0; i < TCACHE_NBINS_LIMIT; i++) {
+        cr_assert_eq(ncached(i), 0, "disabled bin %u holds %u", i, ncached(i));
+        cr_assert_eq(cache_bin_ncached_max(bin_of(i)), 0);
+    }
+    for (unsigned i = 0; i < SC_NSIZES; i++)
+        cr_assert_not(tcache_serves(tsd, i));
+    /* Every malloc and free goes to the arena. */
+    uint64_t nm0 = st->nmalloc, nd0 = st->ndalloc;
+    for (int i = 0; i < 8; i++)
+        ps[i] = malloc(S);
+    cr_assert_eq(st->nmalloc - nm0, 8, "each malloc takes one region from the bin");
+    for (int i = 0; i < 8; i++)
+        free(ps[i]);
+    cr_assert_eq(st->ndalloc - nd0, 8, "each free returns its region to the bin");
+    cr_assert_eq(ncached(ind), 0);
+    cr_assert_eq(st->curregs, cur0 - had);
+    /* Large too. */
+    arena_t *a = tsd_arena(tsd);
+    uint64_t lnd0 = a->large[0].ndalloc;
+    free(malloc(SC_LARGE_MINCLASS));
+    cr_assert_eq(a->large[0].ndalloc, lnd0 + 1);
+    /* Idempotent. */
+    tcache_set_enabled(tsd, false);
+    cr_assert_not(tsd->tcache_enabled);
+
+    /* Re-enabled: objects are cached again. */
+    tcache_set_enabled(tsd, true);
+    cr_assert(tsd->tcache_enabled);
+    cr_assert(tcache_serves(tsd, ind));
+    cr_assert_gt(cache_bin_ncached_max(bin_of(ind)), 0);
+    void *p = malloc(S);
+    unsigned after_fill = ncached(ind);
+    free(p);
+    cr_assert_eq(ncached(ind), after_fill + 1);
+    cr_assert_eq(malloc(S), p, "LIFO again after re-enabling");
+    free(p);
+}
+
+/* ---------------------------------------------------------------------
+ * GC.
+ */
+
+static void gc_step_on(unsigned ind)
+{
+    tsd->gc_cursor = ind;
+    tcache_gc_step(tsd);
+}
+
+/* Bin ind holding exactly the k objects ps[0..k) (ps[k-1] on top), with
+ * the low-water mark reset by a GC step that found nothing unused. */
+static void bin_with_k_unused(unsigned ind, void **ps, unsigned k)
+{
+    for (unsigned i = 0; i < k; i++)
+        ps[i] = malloc(sc_index2size(ind));
+    tcache_flush(tsd);
+    cr_assert_eq(ncached(ind), 0);
+    for (unsigned i = 0; i < k; i++)
+        free(ps[i]);
+    cr_assert_eq(ncached(ind), k);
+    cr_assert_eq(cache_bin_low_water_count(bin_of(ind)), 0, "the bin was empty since the last step");
+    gc_step_on(ind);
+    cr_assert_eq(ncached(ind), k, "nothing was below the low-water mark: nothing flushed");
+    cr_assert_eq(cache_bin_low_water_count(bin_of(ind)), k, "a step resets the mark to the head");
+    tsd->lg_fill_div[ind] = TCACHE_LG_FILL_DIV_INIT;
+}
+
+Test(tcache, gc_flushes_three_quarters_below_low_water_and_fills_less)
+{
+    const unsigned ind = sc_size2index(64);
+    enum { K = 16 };
+    void *ps[K];
+    bin_with_k_unused(ind, ps, K);
+    bin_stats_t *st = arena_bin_stats(ind);
+    uint64_t nd0 = st->ndalloc;
+    /* Unused since the last step: 3/4 of it (rounded up) goes back. */
+    gc_step_on(ind);
+    unsigned flushed = K - K / 4;
+    cr_assert_eq(st->ndalloc - nd0, flushed, "flushed %llu, want %u", (unsigned long long)(st->ndalloc - nd0),
+                 flushed);
+    cr_assert_eq(ncached(ind), K / 4);
+    for (unsigned k = 0; k < K / 4; k++)
+        cr_assert_eq(bin_of(ind)->head[k], ps[K - 1 - k], "the newest stay");
+    cr_assert_eq(tsd->lg_fill_div[ind], TCACHE_LG_FILL_DIV_INIT + 1, "fills get smaller");
+    /* Another idle step: 3/4 of the rest, and smaller still. */
+    gc_step_on(ind);
+    cr_assert_eq(ncached(ind), K / 4 - (K / 4 - K / 16));
+    cr_assert_eq(tsd->lg_fill_div[ind], TCACHE_LG_FILL_DIV_INIT + 2);
+    /* The next fill uses the new divisor. */
+    while (ncached(ind) > 0)
+        (void)malloc(64); /* leaks a few cached objects on purpose: they are ps[...] */
+    uint64_t nm0 = st->nmalloc;
+    void *p = malloc(64);
+    unsigned max = cache_bin_ncached_max(bin_of(ind));
+    cr_assert_eq(st->nmalloc - nm0, MA_MAX(max >> (TCACHE_LG_FILL_DIV_INIT + 2), 1u));
+    free(p);
+}
+
+Test(tcache, gc_step_cursor_goes_round_robin)
+{
+    unsigned nb = tsd->tcache_nbins;
+    tsd->gc_cursor = 0;
+    for (unsigned i = 0; i < 2 * nb + 3; i++) {
+        cr_assert_eq(tsd->gc_cursor, i % nb);
+        tcache_gc_step(tsd);
+    }
+}
+
+/* A bin that ran empty and was refilled since the last GC step held no
+ * unused objects at its low point: the step must give nothing back and let
+ * the next fills grow again (lg_fill_div - 1). */
+Test(tcache, gc_fills_more_after_the_bin_ran_empty)
+{
+    const unsigned ind = sc_size2index(64);
+    enum { K = 16 };
+    void *ps[K];
+    bin_with_k_unused(ind, ps, K);
+    gc_step_on(ind); /* idle: lg_fill_div goes up */
+    const unsigned div = tsd->lg_fill_div[ind];
+    cr_assert_eq(div, TCACHE_LG_FILL_DIV_INIT + 1);
+    /* Use the bin until it runs empty and is refilled. */
+    bin_stats_t *st = arena_bin_stats(ind);
+    unsigned left = ncached(ind);
+    for (unsigned i = 0; i < left; i++)
+        (void)malloc(64);
+    cr_assert_eq(ncached(ind), 0);
+    uint64_t nm0 = st->nmalloc;
+    void *p = malloc(64);
+    unsigned filled = (unsigned)(st->nmalloc - nm0);
+    cr_assert_eq(filled, MA_MAX(cache_bin_ncached_max(bin_of(ind)) >> div, 1u));
+    cr_assert(tsd->ran_empty[ind]);
+    unsigned cached = ncached(ind);
+    cr_assert_eq(cached, filled - 1);
+    uint64_t nd0 = st->ndalloc;
+    gc_step_on(ind);
+    cr_assert_eq(st->ndalloc - nd0, 0,
+                 "the bin ran empty since the last step, yet the step flushed %llu of the %u objects "
+                 "just filled",
+                 (unsigned long long)(st->ndalloc - nd0), cached);
+    cr_assert_eq(ncached(ind), cached);
+    cr_assert_eq(tsd->lg_fill_div[ind], div - 1, "lg_fill_div %u, want %u after running empty",
+                 tsd->lg_fill_div[ind], div - 1);
+    free(p);
+}
+
+/* ---------------------------------------------------------------------
+ * Thread exit.
+ */
+
+typedef struct {
+    unsigned ind;
+    arena_t *arena;
+    size_t curregs_before, curregs_cached;
+    unsigned ncached;
+} exit_probe_t;
+
+static void *exiting_thread(void *arg)
+{
+    exit_probe_t *r = arg;
+    void *ps[40];
+    size_t size = sc_index2size(r->ind);
+    free(malloc(1)); /* thread state set up */
+    tsd_t *t = tsd_fetch();
+    r->arena = tsd_arena(t);
+    r->curregs_before = r->arena->bins[r->ind].stats.curregs;
+    for (int i = 0; i < 40; i++)
+        ps[i] = malloc(size);
+    for (int i = 0; i < 40; i++)
+        free(ps[i]);
+    r->ncached = cache_bin_ncached(&t->bins[r->ind]);
+    r->curregs_cached = r->arena->bins[r->ind].stats.curregs;
+    return NULL;
+}
+
+Test(tcache, thread_exit_flushes_its_cache)
+{
+    exit_probe_t r = {.ind = sc_size2index(320)};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, exiting_thread, &r), 0);
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    cr_assert_geq(r.ncached, 40, "the thread's frees went to its cache");
+    cr_assert_geq(r.curregs_cached, r.curregs_before + r.ncached, "cached objects count as in use");
+    size_t now = r.arena->bins[r.ind].stats.curregs;
+    cr_assert_eq(now, r.curregs_before, "after the thread exited %zu regions are in use, %zu before it ran", now,
+                 r.curregs_before);
+}
+
+/* ---------------------------------------------------------------------
+ * te: thread events.
+ */
+
+Test(te, next_event_is_ahead_for_a_nominal_thread_and_zero_while_reentrant)
+{
+    cr_assert(tsd_nominal(tsd));
+    cr_assert_eq(tsd->reentrancy, 0);
+    cr_assert_gt(tsd->next_event, tsd->thread_allocated);
+    cr_assert_leq(tsd->next_event, tsd->thread_allocated + TE_MAX_WAIT);
+
+    tsd_reentrancy_enter(tsd);
+    cr_assert_eq(tsd->next_event, 0);
+    uint64_t a0 = tsd->thread_allocated;
+    void *p = malloc(100); /* the slow path, still counted */
+    cr_assert_not_null(p);
+    cr_assert_eq(tsd->thread_allocated - a0, malloc_usable_size(p));
+    cr_assert_eq(tsd->next_event, 0);
+    tsd_reentrancy_enter(tsd);
+    cr_assert_eq(tsd->next_event, 0);
+    tsd_reentrancy_leave(tsd);
+    cr_assert_eq(tsd->next_event, 0, "still re-entrant once");
+    tsd_reentrancy_leave(tsd);
+    cr_assert_eq(tsd->reentrancy, 0);
+    cr_assert_gt(tsd->next_event, tsd->thread_allocated);
+    free(p);
+}
+
+Test(te, the_gc_event_fires_when_its_byte_threshold_is_crossed)
+{
+    unsigned c0 = tsd->gc_cursor;
+    tsd->te.gc_next = tsd->thread_allocated + 1;
+    tsd_update_next_event(tsd);
+    cr_assert_eq(tsd->next_event, tsd->thread_allocated + 1);
+    void *p = malloc(100);
+    unsigned nb = tsd->tcache_nbins;
+    cr_assert_eq(tsd->gc_cursor, (c0 + 1) % nb, "one GC step ran");
+    cr_assert_eq(tsd->te.gc_next, tsd->thread_allocated + TE_GC_INTERVAL);
+    cr_assert_gt(tsd->next_event, tsd->thread_allocated);
+    free(p);
+    /* Below the threshold nothing runs. */
+    unsigned c1 = tsd->gc_cursor;
+    for (int i = 0; i < 10; i++)
+        free(malloc(16));
+    cr_assert_eq(tsd->gc_cursor, c1);
+}
+
+Test(te, sample_wait_mean_is_r)
+{
+    const unsigned lgs[] = {4, 12, 19};
+    for (size_t k = 0; k < MA_ARRAY_LEN(lgs); k++) {
+        const double R = (double)((uint64_t)1 << lgs[k]);
+        const int N = 200000;
+        uint64_t prng = 0x1234567ULL + k;
+        double sum = 0;
+        uint64_t mn = UINT64_MAX;
+        for (int i = 0; i < N; i++) {
+            uint64_t w = te_sample_wait(&prng, lgs[k]);
+            sum += (double)w;
+            if (w < mn)
+                mn = w;
+        }
+        double mean = sum / N;
+        /* floor(Exp(R)) + 1 has mean R + 1/2 (to within 1/12R); sd R. */
+        double tol = 6 * R / sqrt((double)N) + 1;
+        cr_assert_lt(fabs(mean - R), tol, "lg %u: mean wait %.2f, want %.0f +- %.2f", lgs[k], mean, R, tol);
+        cr_assert_geq(mn, 1, "a wait is at least one byte");
+    }
+    /* Reproducible: the same seed gives the same draws. */
+    uint64_t s1 = 99, s2 = 99;
+    for (int i = 0; i < 100; i++)
+        cr_assert_eq(te_sample_wait(&s1, 19), te_sample_wait(&s2, 19));
+}
