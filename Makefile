@@ -24,9 +24,13 @@ LIBDIR  := lib
 WARN    := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes
 BASEFLAGS := -std=gnu11 -g $(WARN) -pthread -D_GNU_SOURCE
 # Hidden by default: only MA_EXPORT symbols leave the library. Initial-exec
-# TLS keeps the thread state one %fs-relative access away. The builtins are
-# off so the compiler never turns our own code into calls to malloc.
+# TLS keeps the thread state one %fs-relative access away. Frame pointers
+# (except in leaf functions: the fast paths stay frameless) keep the
+# profiler's frame-pointer unwinder (prof_bt:fp) able to walk out of the
+# allocator. The builtins are off so the compiler never turns our own code
+# into calls to malloc.
 LIBFLAGS  := $(OPT) -fPIC -fvisibility=hidden -ftls-model=initial-exec \
+             -fno-omit-frame-pointer -momit-leaf-frame-pointer \
              -fno-semantic-interposition -fno-plt \
              -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free \
              -I$(BUILD) -Iinclude

@@ -108,6 +108,7 @@ unsigned arena_fill_small(arena_t *a, unsigned binind, void **out, unsigned n)
             slab = extent_heap_first(&bin->nonfull);
             if (slab != NULL) {
                 extent_heap_remove(&bin->nonfull, slab);
+                bin->stats.nonfull_slabs--;
             } else {
                 slab = arena_slab_new(a, binind);
                 if (slab == NULL)
@@ -138,12 +139,15 @@ static void bin_dalloc_locked(bin_t *bin, unsigned binind, extent_t *slab, void 
     if (slab->nfree == sc_bin_info[binind].nregs) {
         if (slab == bin->slabcur)
             return;
-        if (!was_full)
+        if (!was_full) {
             extent_heap_remove(&bin->nonfull, slab);
+            bin->stats.nonfull_slabs--;
+        }
         bin->stats.curslabs--;
         extent_dalloc(slab->pool, slab);
     } else if (was_full && slab != bin->slabcur) {
         extent_heap_insert(&bin->nonfull, slab);
+        bin->stats.nonfull_slabs++;
     }
 }
 

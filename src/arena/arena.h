@@ -20,6 +20,7 @@ typedef struct bin_stats {
     uint64_t nslabs;     /* slabs created */
     size_t curregs;      /* regions in use (handed out, incl. those in caches) */
     size_t curslabs;     /* slabs that exist */
+    size_t nonfull_slabs;/* slabs in the nonfull heap */
 } bin_stats_t;
 
 /*

@@ -4,6 +4,7 @@
 #include "base.h"
 
 #include <string.h>
+#include <sys/mman.h>
 
 #include "../common/mutex.h"
 #include "pages.h"
@@ -13,6 +14,15 @@
 static ma_mutex_t base_lock = MA_MUTEX_INITIALIZER;
 static uintptr_t base_cur, base_end;
 static size_t base_mapped, base_allocated;
+
+/* Every block mapped, for base_resident_bytes: each block starts with its
+ * link (metadata is touched sparsely: page-map leaves are 2 MiB each but
+ * only the parts covering used memory are ever written). */
+typedef struct base_block {
+    struct base_block *next;
+    size_t size;
+} base_block_t;
+static base_block_t *base_blocks;
 
 void *base_alloc(size_t size, size_t align)
 {
@@ -28,8 +38,12 @@ void *base_alloc(size_t size, size_t align)
             return NULL;
         }
         base_mapped += block;
-        base_cur = (uintptr_t)m;
-        base_end = base_cur + block;
+        base_block_t *b = m;
+        b->next = base_blocks;
+        b->size = block;
+        base_blocks = b;
+        base_cur = (uintptr_t)m + sizeof(base_block_t);
+        base_end = (uintptr_t)m + block;
         p = MA_ALIGN_UP(base_cur, align);
     }
     base_cur = p + size;
@@ -62,6 +76,27 @@ void base_cache_put(base_cache_t *c, void *p)
 size_t base_mapped_bytes(void)
 {
     return ma_load_relaxed(&base_mapped);
+}
+
+size_t base_resident_bytes(void)
+{
+    const size_t osp = pages_os_page_size(); /* mincore's unit */
+    size_t resident = 0;
+    unsigned char vec[256];
+    ma_mutex_lock(&base_lock);
+    for (base_block_t *b = base_blocks; b != NULL; b = b->next) {
+        for (size_t off = 0; off < b->size; off += sizeof(vec) * osp) {
+            size_t len = MA_MIN(b->size - off, sizeof(vec) * osp);
+            if (mincore((char *)b + off, len, vec) != 0) {
+                resident += len; /* cannot tell: count it */
+                continue;
+            }
+            for (size_t i = 0; i < (len + osp - 1) / osp; i++)
+                resident += (vec[i] & 1) ? osp : 0;
+        }
+    }
+    ma_mutex_unlock(&base_lock);
+    return resident;
 }
 
 size_t base_allocated_bytes(void)

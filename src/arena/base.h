@@ -29,6 +29,8 @@ void base_cache_put(base_cache_t *c, void *p);
 /* Bytes mapped for metadata so far. */
 size_t base_mapped_bytes(void);
 size_t base_allocated_bytes(void);
+/* Bytes of metadata actually resident (mincore). */
+size_t base_resident_bytes(void);
 
 void base_prefork(void);
 void base_postfork_parent(void);

@@ -31,6 +31,10 @@ const conf_option_t conf_options[] = {
     {"tcache", CONF_BOOL, CTL_BOOL, &tcache_opt_enabled, 0, 1, NULL, "per-thread caches"},
     {"tcache_max", CONF_SIZE, CTL_SIZE, &tcache_opt_max, 0, (int64_t)TCACHE_MAXCLASS_LIMIT, NULL,
      "largest size served from thread caches"},
+    {"stats_print", CONF_BOOL, CTL_BOOL, &opt_stats_print, 0, 1, NULL,
+     "print statistics (malloc_stats_print) at exit"},
+    {"stats_print_opts", CONF_STRING, CTL_STRING, opt_stats_print_opts, 0, 0, NULL,
+     "malloc_stats_print options for stats_print (e.g. J for JSON)"},
     {"check_sized", CONF_BOOL, CTL_BOOL, &opt_check_sized, 0, 1, NULL,
      "check the size given to sdallocx / free_sized against the allocation (abort on a mismatch)"},
     {"prof", CONF_BOOL, CTL_BOOL, &opt_prof, 0, 1, NULL,
@@ -97,6 +101,12 @@ static bool parse_int(const char *v, size_t vlen, bool is_signed, int64_t *out)
     return ok;
 }
 
+/* String options live in char arrays of these sizes. */
+static size_t conf_strmax(const conf_option_t *o)
+{
+    return o->ptr == (void *)opt_stats_print_opts ? sizeof(opt_stats_print_opts) : CONF_STRMAX;
+}
+
 bool conf_set(const conf_option_t *o, const char *v, size_t vlen)
 {
     int64_t x;
@@ -125,7 +135,7 @@ bool conf_set(const conf_option_t *o, const char *v, size_t vlen)
             *(uint64_t *)o->ptr = (uint64_t)x;
         return true;
     case CONF_STRING:
-        if (vlen >= CONF_STRMAX)
+        if (vlen >= conf_strmax(o))
             return false;
         memcpy(o->ptr, v, vlen);
         ((char *)o->ptr)[vlen] = '\0';

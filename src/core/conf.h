@@ -37,6 +37,8 @@ extern const conf_option_t conf_options[];
 extern const unsigned conf_noptions;
 
 extern bool opt_abort_conf;
+extern bool opt_stats_print;
+extern char opt_stats_print_opts[64];
 extern unsigned opt_narenas;   /* 0 = automatic (4 x CPUs) */
 
 /* Parse the malloc_conf global and then MYALLOC_CONF (later wins). */

@@ -45,6 +45,8 @@ extern bool opt_check_sized;
 /* Hand the profiler's state (active, R, seed) to the per-thread samplers;
  * call after changing it. */
 void ma_prof_update(void);
+/* Register the stats_print exit report (after init, outside its lock). */
+void stats_print_boot(void);
 extern bool ma_sized_needs_lookup;
 
 /* The page-map element of a pointer the caller claims is live, validated:

@@ -31,8 +31,13 @@ static int h_epoch(ctl_req_t *r, ctl_val_t *out)
 {
     /* Statistics are read live; writing the epoch still advances it, as
      * programs use it to ask for fresh numbers. */
-    if (r->write)
+    if (r->write) {
+        /* The caller's own cache hits become visible in the bin stats. */
+        tsd_t *tsd = tsd_fetch();
+        if (tsd_nominal(tsd))
+            tcache_merge_stats(tsd);
         ma_fetch_add(&ctl_epoch, 1);
+    }
     out->u64 = ma_load_relaxed(&ctl_epoch);
     return 0;
 }
@@ -660,6 +665,31 @@ int ctl_lookup(const char *name, ctl_entry_t *entry, ctl_req_t *req)
     static __thread char namebuf[128];
     bool interior;
     return mib_lookup(mib, (size_t)depth, entry, req, &interior, namebuf, sizeof(namebuf));
+}
+
+void ctl_walk(const char *prefix, ctl_walk_fn *fn, void *arg)
+{
+    size_t plen = strlen(prefix);
+    unsigned n = ctl_count();
+    char namebuf[128];
+    for (unsigned k = 0; k < n; k++) {
+        ctl_entry_t e;
+        ctl_entry_at(k, &e, namebuf, sizeof(namebuf));
+        if (strncmp(e.name, prefix, plen) == 0)
+            fn(&e, arg);
+    }
+}
+
+int ctl_read_entry(const ctl_entry_t *e, const size_t *idx, unsigned nidx, ctl_val_t *out)
+{
+    ctl_req_t req;
+    memset(&req, 0, sizeof(req));
+    memcpy(req.idx, idx, MA_MIN(nidx, CTL_MAX_DEPTH) * sizeof(size_t));
+    req.nidx = nidx;
+    req.read = true;
+    req.extra = e->extra;
+    memset(out, 0, sizeof(*out));
+    return e->fn(&req, out);
 }
 
 /* ---------------------------------------------------------------------

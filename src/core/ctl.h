@@ -69,6 +69,13 @@ typedef struct ctl_entry {
 
 size_t ctl_type_size(ctl_type_t t);
 
+/* Visit every entry (every table) whose name starts with prefix. */
+typedef void ctl_walk_fn(const ctl_entry_t *e, void *arg);
+void ctl_walk(const char *prefix, ctl_walk_fn *fn, void *arg);
+
+/* Read an entry's value with the given indices for its <i> components. */
+int ctl_read_entry(const ctl_entry_t *e, const size_t *idx, unsigned nidx, ctl_val_t *out);
+
 /* A name -> entry lookup over every table (also used by the name fuzzer). */
 int ctl_lookup(const char *name, ctl_entry_t *entry, ctl_req_t *req);
 

@@ -16,7 +16,7 @@ MA_INLINE bool alloc_fast(size_t size, void **out)
         return false;
     const sc_lookup_t *lk = sc_lookup(size);
     size_t usize = lk->usize;
-    size_t bin_off = lk->bin_off; /* class * sizeof(cache_bin_t) */
+    size_t bin_off = lk->bin_off; /* class << CACHE_BIN_LG_SIZE */
     tsd_t TSD_SEG *tsd = tsd_fast();
     uint64_t after = tsd->thread_allocated + usize;
     /* next_event == 0 also routes uninitialised / re-entrant threads here. */
@@ -37,7 +37,8 @@ MA_INLINE bool free_fast(void *p)
     uintptr_t ind1 = ma_load_relaxed(&rtree_fastmap[pg]); /* class + 1, or 0 */
     tsd_t TSD_SEG *tsd = tsd_fast();
     /* ind1 == 0 (not a slab object) selects bin_none, which is always full. */
-    cache_bin_t TSD_SEG *bin = (cache_bin_t TSD_SEG *)((char TSD_SEG *)&tsd->bin_none + (ind1 << 4));
+    cache_bin_t TSD_SEG *bin =
+        (cache_bin_t TSD_SEG *)((char TSD_SEG *)&tsd->bin_none + (ind1 << CACHE_BIN_LG_SIZE));
     if (unlikely(!cache_bin_push_seg(bin, p)))
         return false;
     tsd->thread_deallocated += bin->usize;

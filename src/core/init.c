@@ -102,6 +102,7 @@ bool ma_init_hard(void)
     if (ok) {
         prof_boot_late();
         ma_prof_update();
+        stats_print_boot();
     }
     return ok;
 }

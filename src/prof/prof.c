@@ -132,6 +132,17 @@ void prof_free_sampled(void *p, extent_t *e)
     }
 }
 
+void prof_region_stats(prof_region_t *out)
+{
+    ma_mutex_lock(&sampled_pool.lock);
+    out->active_pages = sampled_pool.stats.active_pages;
+    out->dirty_pages = sampled_pool.dirty.npages + sampled_pool.muzzy.npages;
+    out->retained_pages = sampled_pool.retained.npages;
+    out->mapped = sampled_pool.stats.mapped;
+    ma_mutex_unlock(&sampled_pool.lock);
+    out->allocated = ma_load_relaxed(&sampled_small_bytes);
+}
+
 typedef struct totals_arg {
     prof_totals_t *t;
 } totals_arg_t;

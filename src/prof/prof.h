@@ -79,6 +79,14 @@ int prof_dump(const char *filename, char kind);
  * objects stay counted, under the R they were sampled with). */
 void prof_reset(unsigned lg_sample);
 
+/* The sampled region's memory, for the allocator's statistics. */
+typedef struct prof_region {
+    size_t allocated;        /* usable bytes of live sampled small objects */
+    size_t active_pages, dirty_pages, retained_pages;
+    size_t mapped;
+} prof_region_t;
+void prof_region_stats(prof_region_t *out);
+
 /* Unbiased totals over all records (exact sums of the estimates). */
 typedef struct prof_totals {
     double live_objects, live_bytes;

@@ -120,7 +120,7 @@ int main(int argc, char **argv)
         printf("    {%d, %d, %d}, \\\n", cls[i].lg_base, cls[i].lg_delta, cls[i].ndelta);
     printf("}\n\n");
 
-    /* size -> {usable size, class * 16} for sizes up to LOOKUP_MAXCLASS,
+    /* size -> {usable size, class << SC_LOOKUP_BIN_LG} for sizes up to LOOKUP_MAXCLASS,
      * indexed by (size + Q - 1) >> LG_QUANTUM; entry 0 (size 0) is the
      * smallest class. */
     printf("#define SC_INIT_LOOKUP { \\\n");
@@ -129,7 +129,8 @@ int main(int argc, char **argv)
         int i = 0;
         while (cls[i].size < size)
             i++;
-        printf("    {%llu, %d},%s", (unsigned long long)cls[i].size, i * 16, (j % 8 == 7) ? " \\\n" : "");
+        printf("    {%llu, %d << SC_LOOKUP_BIN_LG},%s", (unsigned long long)cls[i].size, i,
+               (j % 4 == 3) ? " \\\n" : "");
     }
     printf(" \\\n}\n\n");
 

@@ -10,5 +10,5 @@ const sc_bin_info_t sc_bin_info[SC_NBINS] = SC_INIT_BIN_INFO;
 const sc_formula_t sc_formula_tab[SC_NSIZES] = SC_INIT_CLASS_FORMULA;
 
 _Static_assert(SC_LOOKUP_MAXCLASS <= 0xffff, "usable size must fit 16 bits");
-_Static_assert(SC_NLOOKUP_CLASSES * 16 <= 0xffff, "bin offset must fit 16 bits");
+_Static_assert((SC_NLOOKUP_CLASSES << SC_LOOKUP_BIN_LG) <= 0xffff, "bin offset must fit 16 bits");
 _Static_assert(SC_NSIZES < 65535, "class index must fit the page map's 16 bits");

@@ -37,8 +37,10 @@ typedef struct sc_formula {
 extern const size_t sc_index2size_tab[SC_NSIZES] MA_HIDDEN;
 /* The malloc fast path's table, indexed by (size + QUANTUM - 1) >> LG_QUANTUM
  * for size <= SC_LOOKUP_MAXCLASS: both halves it needs sit in one entry,
- * reached from one base register. bin_off = class * 16, the byte offset of
- * the class's 16-byte cache bin. */
+ * reached from one base register. bin_off = class << SC_LOOKUP_BIN_LG, the
+ * byte offset of the class's cache bin (the thread cache's bins are
+ * 2^SC_LOOKUP_BIN_LG bytes each; tcache/cache_bin.h asserts it). */
+#define SC_LOOKUP_BIN_LG 5
 typedef struct sc_lookup {
     uint16_t usize;
     uint16_t bin_off;
@@ -59,7 +61,7 @@ MA_INLINE const sc_lookup_t *sc_lookup(size_t size)
 }
 MA_INLINE unsigned sc_size2index_lookup(size_t size)
 {
-    return sc_lookup(size)->bin_off >> 4;
+    return sc_lookup(size)->bin_off >> SC_LOOKUP_BIN_LG;
 }
 
 /* Any size <= SC_LARGE_MAXCLASS, by arithmetic on the size's bit length. */

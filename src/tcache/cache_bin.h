@@ -28,7 +28,7 @@
 #ifndef MYALLOC_CACHE_BIN_H
 #define MYALLOC_CACHE_BIN_H
 
-#include "../common/common.h"
+#include "../sizeclass/sizeclass.h"
 
 typedef struct cache_bin {
     void **head;
@@ -36,11 +36,14 @@ typedef struct cache_bin {
     uint16_t full;
     uint16_t empty;
     uint16_t usize;
+    uint64_t nrequests;  /* pops not yet merged into the arena's bin stats */
+    uint64_t unused_;
 } cache_bin_t;
 
-/* The size-class lookup table stores bin byte offsets (class * 16), and
- * free indexes bins by (class + 1) << 4. */
-_Static_assert(sizeof(cache_bin_t) == 16, "cache_bin_t must stay 16 bytes");
+/* The size-class lookup table stores bin byte offsets (class << 5), and
+ * free indexes bins by (class + 1) << 5. */
+#define CACHE_BIN_LG_SIZE SC_LOOKUP_BIN_LG
+_Static_assert(sizeof(cache_bin_t) == ((size_t)1 << SC_LOOKUP_BIN_LG), "cache_bin_t size must match the lookup table");
 
 MA_INLINE uint16_t cache_bin_bits(void **pos) { return (uint16_t)(uintptr_t)pos; }
 
@@ -85,6 +88,7 @@ MA_INLINE unsigned cache_bin_low_water_count(const cache_bin_t *b)
         if (unlikely(cache_bin_bits(head) == b->low_water))                  \
             return false;                                                    \
         b->head = head + 1;                                                  \
+        b->nrequests++;                                                      \
         *out = *head;                                                        \
         return true;                                                         \
     }                                                                        \

@@ -51,12 +51,33 @@ bool tcache_boot(void)
     return true;
 }
 
+/* Requests served from bin ind go to the thread's arena's statistics. */
+static void bin_merge_requests(tsd_t *tsd, unsigned ind)
+{
+    cache_bin_t *b = &tsd->bins[ind];
+    uint64_t n = b->nrequests;
+    if (n == 0 || tsd->arena == NULL)
+        return;
+    b->nrequests = 0;
+    if (ind < SC_NBINS)
+        arena_bin_count_requests(tsd->arena, ind, n);
+    else
+        ma_fetch_add(&tsd->arena->large[ind - SC_NBINS].nrequests, n);
+}
+
+void tcache_merge_stats(tsd_t *tsd)
+{
+    for (unsigned i = 0; i < tsd->tcache_nbins; i++)
+        bin_merge_requests(tsd, i);
+}
+
 static void bin_disable(cache_bin_t *b)
 {
     void **pos = &disabled_slot;
     b->head = pos;
     b->low_water = b->full = b->empty = cache_bin_bits(pos);
     b->usize = 0;
+    b->nrequests = 0;
 }
 
 static void bins_enable(tsd_t *tsd)
@@ -73,6 +94,7 @@ static void bins_enable(tsd_t *tsd)
         b->head = pos;
         b->low_water = b->empty = cache_bin_bits(pos);
         b->usize = sc_index2size(i) <= UINT16_MAX ? (uint16_t)sc_index2size(i) : 0;
+        b->nrequests = 0;
         tsd->lg_fill_div[i] = TCACHE_LG_FILL_DIV_INIT;
         tsd->ran_empty[i] = 0;
     }
@@ -141,15 +163,18 @@ void *tcache_alloc_hard(tsd_t *tsd, unsigned ind)
     void *p;
     if (cache_bin_ncached(b) > 0) {
         /* Only the low-water mark was hit: move it with the head. */
+        b->nrequests++;
         p = *b->head;
         b->head++;
         b->low_water = cache_bin_bits(b->head);
         return p;
     }
     tsd->ran_empty[ind] = 1;
+    bin_merge_requests(tsd, ind);
     void **empty = cache_bin_empty_pos(b);
     if (ind >= SC_NBINS) {
-        /* Large classes are not batch-filled: a miss allocates one. */
+        /* Large classes are not batch-filled: a miss allocates one (which
+         * the arena counts as a request itself). */
         return arena_malloc_large(tsd_arena(tsd), sc_index2size(ind), PAGE, false);
     }
     unsigned nfill = cache_bin_ncached_max(b) >> tsd->lg_fill_div[ind];
@@ -161,6 +186,7 @@ void *tcache_alloc_hard(tsd_t *tsd, unsigned ind)
     if (got < nfill) /* keep the filled items contiguous at the empty end */
         memmove(empty - got, empty - nfill, got * sizeof(void *));
     b->head = empty - got;
+    b->nrequests++;
     p = *b->head;
     b->head++;
     /* The bin ran empty: its low-water mark stays at 0 (the empty end)
@@ -196,14 +222,17 @@ void tcache_gc_step(tsd_t *tsd)
     }
     tsd->ran_empty[ind] = 0;
     b->low_water = cache_bin_bits(b->head);
+    bin_merge_requests(tsd, ind);
 }
 
 void tcache_flush(tsd_t *tsd)
 {
     if (!tsd->tcache_enabled)
         return;
-    for (unsigned i = 0; i < tsd->tcache_nbins; i++)
+    for (unsigned i = 0; i < tsd->tcache_nbins; i++) {
         bin_flush_oldest(tsd, i, cache_bin_ncached(&tsd->bins[i]));
+        bin_merge_requests(tsd, i);
+    }
 }
 
 void tcache_set_enabled(tsd_t *tsd, bool enabled)

@@ -36,6 +36,9 @@ void *tcache_alloc_hard(tsd_t *tsd, unsigned ind);
 /* Push p into bin ind after a fast-path miss (flushing half when full). */
 void tcache_dalloc_hard(tsd_t *tsd, unsigned ind, void *p);
 
+/* Add this thread's cache-hit counts to its arena's statistics. */
+void tcache_merge_stats(tsd_t *tsd);
+
 /* Return every cached object to its arena. */
 void tcache_flush(tsd_t *tsd);
 /* Enable or disable this thread's cache (flushing it when disabling). */

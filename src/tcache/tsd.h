@@ -100,7 +100,7 @@ MA_INLINE tsd_t *tsd_fetch(void)
 }
 
 /* The cache bin at byte offset off from bins[0] (the fast paths compute
- * offsets directly: class * 16). */
+ * offsets directly: class << CACHE_BIN_LG_SIZE). */
 MA_INLINE cache_bin_t TSD_SEG *tsd_bin_at(tsd_t TSD_SEG *tsd, intptr_t off)
 {
     return (cache_bin_t TSD_SEG *)((char TSD_SEG *)tsd->bins + off);
