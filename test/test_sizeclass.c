@@ -17,6 +17,14 @@
 #include "test_util.h"
 
 #define NGROUP ((size_t)1 << SC_LG_NGROUP)
+
+/* The lookup table's bin offset of class i: the byte offset of its cache
+ * bin (test_tcache checks it against the thread cache's layout). */
+#ifdef SC_LOOKUP_BIN_LG
+#define BIN_OFF(i) ((unsigned)(i) << SC_LOOKUP_BIN_LG)
+#else
+#define BIN_OFF(i) ((unsigned)(i) * 16)
+#endif
 #define MAXCLS 2048
 
 typedef struct {
@@ -162,8 +170,8 @@ static void check_size(size_t size)
         const sc_lookup_t *lk = sc_lookup(size);
         cr_assert_eq(lk, &sc_lookup_tab[(size + QUANTUM - 1) >> SC_LG_QUANTUM]);
         cr_assert_eq(lk->usize, ref[want].size, "lookup usize for %zu", size);
-        cr_assert_eq(lk->bin_off, want * 16, "lookup bin_off for %zu = %u, want %u", size,
-                     lk->bin_off, want * 16);
+        cr_assert_eq(lk->bin_off, BIN_OFF(want), "lookup bin_off for %zu = %u, want %u", size,
+                     lk->bin_off, BIN_OFF(want));
         cr_assert_eq(sc_size2index_lookup(size), want);
     }
     if (size >= ref[0].size) {
@@ -181,7 +189,7 @@ Test(sizeclass, every_size_up_to_the_lookup_limit)
     for (unsigned j = 0; j < SC_LOOKUP_NENTRIES; j++) {
         size_t s = (size_t)j << SC_LG_QUANTUM;
         cr_assert_eq(sc_lookup_tab[j].usize, ref[ref_ceil(s)].size, "entry %u", j);
-        cr_assert_eq(sc_lookup_tab[j].bin_off, ref_ceil(s) * 16, "entry %u", j);
+        cr_assert_eq(sc_lookup_tab[j].bin_off, BIN_OFF(ref_ceil(s)), "entry %u", j);
     }
 }
 

@@ -157,6 +157,19 @@ Test(tcache, freed_objects_are_cached_and_reused_lifo)
         free(ps[i]);
 }
 
+Test(tcache, lookup_table_offsets_address_the_cache_bins)
+{
+    /* malloc's fast path finds a class's bin at bins + bin_off, and free's
+     * at &bin_none + (class + 1) * sizeof(cache_bin_t). */
+    for (size_t size = 0; size <= SC_LOOKUP_MAXCLASS; size += QUANTUM / 2) {
+        unsigned ind = sc_size2index(size);
+        const sc_lookup_t *lk = sc_lookup(size);
+        cr_assert_eq((char *)tsd->bins + lk->bin_off, (char *)&tsd->bins[ind], "size %zu", size);
+        cr_assert_eq(lk->usize, sc_index2size(ind));
+    }
+    cr_assert_eq((char *)&tsd->bin_none + sizeof(cache_bin_t), (char *)&tsd->bins[0]);
+}
+
 Test(tcache, tcache_max_decides_the_cached_classes)
 {
     /* Every class up to tcache_max (default 32 KiB), none above. */
