@@ -52,7 +52,8 @@ $(BUILD)/sc_gen: src/sizeclass/sc_gen.c
 $(BUILD)/sc_tables.h: $(BUILD)/sc_gen
 	$(BUILD)/sc_gen $(LG_PAGE) $(LG_QUANTUM) $(LG_NGROUP) > $@.tmp && mv $@.tmp $@
 
-$(BUILD)/obj/%.o: src/%.c $(BUILD)/sc_tables.h
+# Objects depend on the Makefile too: a change of flags rebuilds them.
+$(BUILD)/obj/%.o: src/%.c $(BUILD)/sc_tables.h Makefile
 	@mkdir -p $(@D)
 	$(CC) $(BASEFLAGS) $(LIBFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
 
