@@ -369,7 +369,7 @@ def render(wls, results, names, meta):
             rtexts, rfinal = ratio_cells(w, cells, names, get_rss)
             noise = max([cells[n].spread(w) for n in names if cells[n].ok()] or [0])
             rows.append([w.name, w.threads, metric_unit(w)] + texts + [final] + rtexts +
-                        [rfinal, f"{noise * 100:.0f}%"])
+                        [rfinal, f"{noise * 100:.0f}%" if noise < 10 else ">999%"])
         lines.append(table(header, rows, ["l", "l", "l"] + ["r"] * (len(header) - 3)))
         lines.append("")
 

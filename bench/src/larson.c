@@ -21,7 +21,10 @@ static const char usage[] = "larson THREADS MINSZ MAXSZ SLOTS_PER_THREAD OPS_PER
 static void *_Atomic *slots;
 static size_t nslots, minsz, maxsz, per_thread;
 static long ops;
-static pthread_barrier_t start;
+/* ready: the threads are set up; go: main has taken its start stamp. Two
+ * barriers so that the timed region starts before any thread can begin
+ * working, even when the main thread is descheduled on a busy machine. */
+static pthread_barrier_t ready, go;
 
 typedef struct {
     unsigned id;
@@ -49,7 +52,8 @@ static void *worker(void *arg)
     for (size_t i = 0; i < per_thread; i++)
         atomic_store_explicit(&slots[w->id * per_thread + i], new_object(w, &rng),
                               memory_order_release);
-    barrier_wait(&start);
+    barrier_wait(&ready);
+    barrier_wait(&go);
     for (long i = 0; i < ops; i++) {
         size_t s = (size_t)(rng_next(&rng) >> 11) % nslots;
         void *p = new_object(w, &rng);
@@ -78,14 +82,16 @@ int main(int argc, char **argv)
     slots = hmem(nslots * sizeof(*slots));
     worker_t *w = hmem(nthreads * sizeof(*w));
     pthread_t *t = hmem(nthreads * sizeof(*t));
-    pthread_barrier_init(&start, NULL, nthreads + 1);
+    pthread_barrier_init(&ready, NULL, nthreads + 1);
+    pthread_barrier_init(&go, NULL, nthreads + 1);
     for (unsigned i = 0; i < nthreads; i++) {
         w[i].id = i;
         thread_start(&t[i], worker, &w[i]);
     }
-    barrier_wait(&start);
+    barrier_wait(&ready);
     bstamp_t a, b;
     bstamp(&a);
+    barrier_wait(&go);
     for (unsigned i = 0; i < nthreads; i++)
         pthread_join(t[i], NULL);
     bstamp(&b);

@@ -31,13 +31,17 @@ typedef struct {
 } pair_t;
 
 static size_t minsz, maxsz;
-static pthread_barrier_t start;
+/* ready: the threads are set up; go: main has taken its start stamp. Two
+ * barriers so that the timed region starts before any thread can begin
+ * working, even when the main thread is descheduled on a busy machine. */
+static pthread_barrier_t ready, go;
 
 static void *producer(void *arg)
 {
     pair_t *q = arg;
     uint64_t rng = splitmix64(q->id * 2 + 1);
-    barrier_wait(&start);
+    barrier_wait(&ready);
+    barrier_wait(&go);
     for (long b = 0; b < q->nbatch; b++) {
         int k = (int)(b % RING);
         pthread_mutex_lock(&q->mu);
@@ -66,7 +70,8 @@ static void *producer(void *arg)
 static void *consumer(void *arg)
 {
     pair_t *q = arg;
-    barrier_wait(&start);
+    barrier_wait(&ready);
+    barrier_wait(&go);
     for (long b = 0; b < q->nbatch; b++) {
         int k = (int)(b % RING);
         pthread_mutex_lock(&q->mu);
@@ -100,7 +105,8 @@ int main(int argc, char **argv)
     long nbatch = (per_pair + BATCH - 1) / BATCH;
     pair_t *q = hmem(npairs * sizeof(*q));
     pthread_t *t = hmem(2 * npairs * sizeof(*t));
-    pthread_barrier_init(&start, NULL, 2 * npairs + 1);
+    pthread_barrier_init(&ready, NULL, 2 * npairs + 1);
+    pthread_barrier_init(&go, NULL, 2 * npairs + 1);
     for (unsigned i = 0; i < npairs; i++) {
         pthread_mutex_init(&q[i].mu, NULL);
         pthread_cond_init(&q[i].not_full, NULL);
@@ -110,9 +116,10 @@ int main(int argc, char **argv)
         thread_start(&t[2 * i], producer, &q[i]);
         thread_start(&t[2 * i + 1], consumer, &q[i]);
     }
-    barrier_wait(&start);
+    barrier_wait(&ready);
     bstamp_t a, b;
     bstamp(&a);
+    barrier_wait(&go);
     for (unsigned i = 0; i < 2 * npairs; i++)
         pthread_join(t[i], NULL);
     bstamp(&b);
