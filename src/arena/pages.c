@@ -16,7 +16,12 @@ uint64_t pages_nmadvise;
 void *pages_map(size_t size, size_t align)
 {
     int saved = errno; /* a failed mmap must not leak ENOMEM into success paths */
-    size_t total = size + (align > PAGE ? align - PAGE : 0);
+    /* mmap aligns to the OS page only, which may be smaller than PAGE (a
+     * 64 KiB-page build on 4 KiB pages): over-map by what alignment needs. */
+    static size_t os_page;
+    if (os_page == 0)
+        os_page = pages_os_page_size();
+    size_t total = size + (align > os_page ? align - os_page : 0);
     if (total < size)
         return NULL;
     void *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
