@@ -1,0 +1,237 @@
+/*
+ * The three ways to get myalloc into a program: LD_PRELOAD, linking
+ * -lmyalloc, and static linking against libmyalloc.a. In each, every
+ * allocation of the process, the C library's own included, must come from
+ * myalloc.
+ *
+ * The program is test/helpers/libc_probe.c (see there): it exercises libc
+ * functions that allocate internally and reports what it saw. glibc's
+ * malloc grows the heap with brk, which shows as a "[heap]" line in
+ * /proc/self/maps; myalloc never uses brk. Each check is first shown to
+ * fail on glibc's malloc (the probe as built, or linked statically without
+ * myalloc), so that a pass means something.
+ *
+ * Programs compiled here go to a mkdtemp directory, removed afterwards.
+ */
+#include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "sizeclass/sizeclass.h"
+#include "test_util.h"
+
+#define OUTLEN 65536
+
+static const char *cc(void)
+{
+    const char *c = getenv("CC");
+    return c != NULL && *c != '\0' ? c : "cc";
+}
+
+/* Absolute path of something in the build directory. */
+static void build_path(char *out, const char *rel)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof(p), "%s/%s", tu_build_dir(), rel);
+    cr_assert_not_null(realpath(p, out), "%s is missing (build it with make)", p);
+}
+
+static void abs_build_dir(char *out)
+{
+    cr_assert_not_null(realpath(tu_build_dir(), out), "no build directory %s", tu_build_dir());
+}
+
+static void abs_probe_source(char *out)
+{
+    cr_assert_not_null(realpath("test/helpers/libc_probe.c", out),
+                       "test/helpers/libc_probe.c not found (tests run from the repository root)");
+}
+
+static char tmpdir[PATH_MAX];
+
+static void make_tmpdir(void)
+{
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/myalloc-linking-XXXXXX");
+    cr_assert_not_null(mkdtemp(tmpdir));
+}
+
+static void remove_tmpdir(void)
+{
+    char cmd[PATH_MAX + 32], out[256];
+    if (tmpdir[0] != '\0') {
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+        tu_run(cmd, out, sizeof(out));
+        tmpdir[0] = '\0';
+    }
+}
+
+/* Value of "key=" in the probe's output; -1 when absent. */
+static long val(const char *out, const char *key)
+{
+    char k[64];
+    snprintf(k, sizeof(k), "%s=", key);
+    size_t kl = strlen(k);
+    for (const char *s = out; (s = strstr(s, k)) != NULL; s++)
+        if (s == out || s[-1] == '\n')
+            return strtol(s + kl, NULL, 10);
+    return -1;
+}
+
+/* The "lo-hi" range after "key=", as numbers; 0 if absent. */
+static int range(const char *out, const char *key, unsigned long *lo, unsigned long *hi)
+{
+    char k[64];
+    snprintf(k, sizeof(k), "\n%s=", key);
+    const char *s = strstr(out, k);
+    return s != NULL && sscanf(s + strlen(k), "%lx-%lx", lo, hi) == 2;
+}
+
+/* Run a probe binary; out gets its output; asserts it worked as a program. */
+static void run_probe(const char *env, const char *bin, char *out, size_t outlen)
+{
+    char cmd[4 * PATH_MAX];
+    snprintf(cmd, sizeof(cmd), "env -u LD_PRELOAD -u MYALLOC_CONF %s '%s'", env, bin);
+    int rc = tu_run(cmd, out, outlen);
+    cr_assert_eq(rc, 0, "%s exited with %d:\n%s", cmd, rc, out);
+    cr_assert_eq(val(out, "done"), 1, "%s did not finish:\n%s", cmd, out);
+}
+
+/* What must hold when glibc's malloc serves the process: the control that
+ * shows the checks below can fail. */
+static void expect_glibc(const char *out, const char *what, int is_static)
+{
+    long usable1 = val(out, "usable1");
+    cr_assert_neq(usable1, (long)QUANTUM,
+                  "%s: glibc's malloc_usable_size(malloc(1)) equals myalloc's smallest class (%zu): "
+                  "the check cannot tell them apart\n%s",
+                  what, (size_t)QUANTUM, out);
+    cr_assert_eq(val(out, "myalloc_mapped"), 0, "%s:\n%s", what, out);
+    if (!is_static) {
+        cr_assert_eq(val(out, "heap_after"), 1,
+                     "%s: no [heap] mapping with glibc's malloc, so its absence would prove nothing\n%s",
+                     what, out);
+        cr_assert_gt(val(out, "ptrs_in_heap"), 0, "%s:\n%s", what, out);
+    } else {
+        /* A static program's [heap] exists from the start (the TLS block);
+         * glibc's malloc grows it and puts objects there. */
+        unsigned long lo0 = 0, hi0 = 0, lo1 = 0, hi1 = 0;
+        cr_assert(range(out, "heap_after_range", &lo1, &hi1), "%s:\n%s", what, out);
+        range(out, "heap_before_range", &lo0, &hi0);
+        cr_assert(hi1 > hi0 || lo0 == 0, "%s: glibc's malloc did not grow the heap\n%s", what, out);
+        cr_assert_gt(val(out, "ptrs_in_heap"), 0, "%s:\n%s", what, out);
+    }
+}
+
+/* What must hold when myalloc serves every allocation of the process. */
+static void expect_myalloc(const char *out, const char *what, int is_static)
+{
+    cr_assert_eq(val(out, "usable1"), (long)QUANTUM,
+                 "%s: malloc_usable_size(malloc(1)) is not myalloc's smallest class %zu\n%s", what,
+                 (size_t)QUANTUM, out);
+    cr_assert_eq(val(out, "ptrs_in_heap"), 0, "%s: objects in the brk heap\n%s", what, out);
+    if (!is_static) {
+        cr_assert_eq(val(out, "heap_after"), 0,
+                     "%s: a [heap] (brk) mapping exists: glibc's malloc ran\n%s", what, out);
+        cr_assert_eq(val(out, "myalloc_mapped"), 1, "%s: libmyalloc is not mapped\n%s", what, out);
+    } else {
+        /* The [heap] of the TLS block may exist, but nothing grows it. */
+        unsigned long lo0 = 0, hi0 = 0, lo1 = 0, hi1 = 0;
+        int before = range(out, "heap_before_range", &lo0, &hi0);
+        int after = range(out, "heap_after_range", &lo1, &hi1);
+        cr_assert(!after || (before && lo0 == lo1 && hi0 == hi1),
+                  "%s: the brk heap grew: glibc's malloc ran\n%s", what, out);
+    }
+    /* FILE, DIR, getline/asprintf/open_memstream/strdup buffers: libc made
+     * them; myalloc answers 0 for pointers it did not hand out. */
+    long objs = val(out, "libc_objs");
+    cr_assert_gt(objs, 10, "%s:\n%s", what, out);
+    cr_assert_eq(val(out, "libc_objs_usable"), objs,
+                 "%s: some objects the C library allocated are unknown to myalloc\n%s", what, out);
+    /* mallinfo2 is myalloc's: a live 1 MiB block counts as in use, and
+     * nothing is "mmapped" (glibc puts it in hblkhd, not uordblks). */
+    cr_assert_geq(val(out, "mi_uordblks"), 1L << 20, "%s:\n%s", what, out);
+    cr_assert_eq(val(out, "mi_hblkhd"), 0, "%s:\n%s", what, out);
+}
+
+Test(linking, ld_preload_serves_libc_internal_allocations, .timeout = 60)
+{
+    char probe[PATH_MAX], so[PATH_MAX], env[PATH_MAX + 32];
+    static char out[OUTLEN];
+    build_path(probe, "helpers/libc_probe");
+    build_path(so, "libmyalloc.so");
+
+    run_probe("", probe, out, sizeof(out));
+    expect_glibc(out, "libc_probe without LD_PRELOAD", 0);
+
+    snprintf(env, sizeof(env), "LD_PRELOAD='%s'", so);
+    run_probe(env, probe, out, sizeof(out));
+    expect_myalloc(out, "libc_probe with LD_PRELOAD", 0);
+    cr_assert_eq(val(out, "heap_before"), 0, "a [heap] existed before main:\n%s", out);
+}
+
+Test(linking, dynamic_link_with_lmyalloc, .timeout = 60)
+{
+    char dir[PATH_MAX], src[PATH_MAX], bin[PATH_MAX + 32], cmd[4 * PATH_MAX];
+    static char out[OUTLEN];
+    abs_build_dir(dir);
+    abs_probe_source(src);
+    make_tmpdir();
+    snprintf(bin, sizeof(bin), "%s/probe_dyn", tmpdir);
+    snprintf(cmd, sizeof(cmd), "%s -O1 -Iinclude -o '%s' '%s' -L'%s' -lmyalloc -Wl,-rpath,'%s' -pthread",
+             cc(), bin, src, dir, dir);
+    int rc = tu_run(cmd, out, sizeof(out));
+    cr_assert_eq(rc, 0, "%s failed:\n%s", cmd, out);
+    run_probe("", bin, out, sizeof(out));
+    expect_myalloc(out, "libc_probe linked with -lmyalloc", 0);
+    remove_tmpdir();
+}
+
+Test(linking, static_link_against_libmyalloc_a, .timeout = 120)
+{
+    char dir[PATH_MAX], src[PATH_MAX], bin[PATH_MAX + 32], ctl[PATH_MAX + 32], cmd[4 * PATH_MAX];
+    static char out[OUTLEN];
+    abs_build_dir(dir);
+    abs_probe_source(src);
+    make_tmpdir();
+
+    /* Is a static C library there at all? */
+    snprintf(bin, sizeof(bin), "%s/trivial", tmpdir);
+    snprintf(cmd, sizeof(cmd), "printf 'int main(void){return 0;}\\n' | %s -static -x c -o '%s' -", cc(),
+             bin);
+    if (tu_run(cmd, out, sizeof(out)) != 0) {
+        remove_tmpdir();
+        cr_skip_test("static linking impossible here (no static C library? Debian: apt-get install "
+                     "libc6-dev): %s",
+                     out);
+    }
+
+    /* Control: the same program, static, on glibc's own malloc. */
+    snprintf(ctl, sizeof(ctl), "%s/probe_static_glibc", tmpdir);
+    snprintf(cmd, sizeof(cmd), "%s -static -O1 -DPROBE_NO_NSS -o '%s' '%s' -pthread", cc(), ctl, src);
+    int rc = tu_run(cmd, out, sizeof(out));
+    cr_assert_eq(rc, 0, "%s failed:\n%s", cmd, out);
+    run_probe("", ctl, out, sizeof(out));
+    expect_glibc(out, "static libc_probe on glibc's malloc", 1);
+
+    /* The real thing. */
+    snprintf(bin, sizeof(bin), "%s/probe_static", tmpdir);
+    snprintf(cmd, sizeof(cmd), "%s -static -O1 -DPROBE_NO_NSS -Iinclude -o '%s' '%s' '%s/libmyalloc.a' -lpthread -lm",
+             cc(), bin, src, dir);
+    rc = tu_run(cmd, out, sizeof(out));
+    cr_assert_eq(rc, 0, "static link against libmyalloc.a failed:\n%s\n%s", cmd, out);
+    run_probe("", bin, out, sizeof(out));
+    expect_myalloc(out, "static libc_probe with libmyalloc.a", 1);
+
+    /* glibc's allocator must not even be linked in (its internals would be
+     * there if malloc.o had been pulled); the control shows they would. */
+    if (tu_run("command -v nm", out, sizeof(out)) == 0) {
+        const char *pat = "' (_int_malloc|_int_free|sysmalloc|malloc_consolidate)$'";
+        snprintf(cmd, sizeof(cmd), "nm '%s' | grep -cE %s", ctl, pat);
+        tu_run(cmd, out, sizeof(out));
+        cr_assert_gt(atoi(out), 0, "nm finds no glibc malloc internals in the control: %s", out);
+        snprintf(cmd, sizeof(cmd), "nm '%s' | grep -E %s", bin, pat);
+        tu_run(cmd, out, sizeof(out));
+        cr_assert_eq(out[0], '\0', "glibc's malloc is linked into the static program:\n%s", out);
+    }
+    remove_tmpdir();
+}
