@@ -11,7 +11,8 @@
  * fail on glibc's malloc (the probe as built, or linked statically without
  * myalloc), so that a pass means something.
  *
- * Programs compiled here go to a mkdtemp directory, removed afterwards.
+ * Programs compiled here go to a mkdtemp directory, removed afterwards
+ * (by the tests' .fini, so also when an assertion fails).
  */
 #include <limits.h>
 #include <stdint.h>
@@ -169,7 +170,7 @@ Test(linking, ld_preload_serves_libc_internal_allocations, .timeout = 60)
     cr_assert_eq(val(out, "heap_before"), 0, "a [heap] existed before main:\n%s", out);
 }
 
-Test(linking, dynamic_link_with_lmyalloc, .timeout = 60)
+Test(linking, dynamic_link_with_lmyalloc, .timeout = 60, .fini = remove_tmpdir)
 {
     char dir[PATH_MAX], src[PATH_MAX], bin[PATH_MAX + 32], cmd[4 * PATH_MAX];
     static char out[OUTLEN];
@@ -186,7 +187,7 @@ Test(linking, dynamic_link_with_lmyalloc, .timeout = 60)
     remove_tmpdir();
 }
 
-Test(linking, static_link_against_libmyalloc_a, .timeout = 120)
+Test(linking, static_link_against_libmyalloc_a, .timeout = 120, .fini = remove_tmpdir)
 {
     char dir[PATH_MAX], src[PATH_MAX], bin[PATH_MAX + 32], ctl[PATH_MAX + 32], cmd[4 * PATH_MAX];
     static char out[OUTLEN];
