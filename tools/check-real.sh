@@ -3,8 +3,9 @@
 # same output as on the system malloc.
 #
 # For each program a scenario runs twice, each time in a fresh directory made
-# by mktemp -d: once on the system malloc ("sys") and once with
-# LD_PRELOAD=<absolute path>/lib/libmyalloc.so ("my"). The two outputs
+# by mktemp -d: once on the system malloc ("sys") and once with LD_PRELOAD
+# set to the absolute path of lib/libmyalloc.so ("my"; a copy of it taken
+# at the start, so that a rebuild meanwhile cannot change it under us). The two outputs
 # (stdout and stderr of every step, with each step's exit status) are
 # compared byte for byte after removing what legitimately differs (the temp
 # directory's name, timings). Every scenario is deterministic: fixed inputs,
@@ -62,7 +63,15 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
-mkdir -p "$WORK/out" "$WORK/shared"
+mkdir -p "$WORK/out" "$WORK/shared" "$WORK/lib"
+
+# Preload a private copy of the library: make rewrites lib/libmyalloc.so in
+# place (cp), and a build running meanwhile in the same tree would change
+# the pages under the running programs (SIGBUS, SIGSEGV) or switch versions
+# between the runs that are compared.
+BUILT=$LIB
+LIB=$WORK/lib/libmyalloc.so
+cp "$BUILT" "$LIB" || exit 2
 
 npass=0 nskip=0 nfail=0
 
@@ -520,11 +529,11 @@ scen_mt_program() {
 
 # ---------------------------------------------------------------------------
 
-echo "check-real: $LIB"
+echo "check-real: $BUILT (preloaded from a copy; md5 $(md5sum <"$LIB" | cut -d' ' -f1))"
 if [ "$(LD_PRELOAD=$LIB sh -c 'grep -c libmyalloc /proc/$$/maps' 2>/dev/null)" -gt 0 ] 2>/dev/null; then
-    echo "check-real: LD_PRELOAD=$LIB maps into a shell: ok"
+    echo "check-real: LD_PRELOAD=<copy>/libmyalloc.so maps into a shell: ok"
 else
-    echo "check-real: LD_PRELOAD=$LIB does not map into a shell (every probe will fail)"
+    echo "check-real: LD_PRELOAD=<copy>/libmyalloc.so does not map into a shell (every probe will fail)"
 fi
 
 programs=${*:-$ALL_PROGRAMS}
