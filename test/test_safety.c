@@ -18,6 +18,7 @@
 
 #include "myalloc.h"
 #include "sizeclass/sizeclass.h"
+#include "tcache/tcache.h"
 #include "test_util.h"
 
 #define OUTLEN 8192
@@ -254,7 +255,8 @@ Test(safety, double_free_small_flushed_by_trim)
  * p) go back to the slab. */
 static void do_double_free_then_overflow(void *p)
 {
-    enum { N = 2000 };
+    /* Enough to overflow any cache bin, whatever it held before. */
+    enum { N = 3 * TCACHE_NSLOTS_SMALL_MAX };
     static void *others[N];
     size_t sz = malloc_usable_size(p);
     for (int i = 0; i < N; i++)

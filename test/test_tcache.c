@@ -215,16 +215,25 @@ Test(tcache, an_empty_bin_is_filled_by_ncached_max_shifted_by_lg_fill_div)
         uint64_t nm0 = st->nmalloc, nf0 = st->nfills;
         unsigned max = cache_bin_ncached_max(bin_of(ind));
         unsigned div = tsd->lg_fill_div[ind]; /* earlier GC steps may have moved it */
-        cr_assert(div >= 1 && div <= TCACHE_LG_FILL_DIV_MAX);
+        cr_assert(div >= 1 && div <= tcache_bin_lg_fill_max(ind));
         unsigned want = MA_MAX(max >> div, 1);
         void *p = malloc(sc_index2size(ind));
         cr_assert_eq(st->nmalloc - nm0, want, "class %zu: fill took %llu, want %u >> %u = %u", sc_index2size(ind),
                      (unsigned long long)(st->nmalloc - nm0), max, div, want);
         cr_assert_eq(st->nfills - nf0, 1);
         cr_assert_eq(ncached(ind), want - 1);
-        /* Capacity per class: twice the slab's regions, clamped. */
-        unsigned cap = MA_MIN(MA_MAX(2 * sc_bin_info[ind].nregs, TCACHE_NSLOTS_MIN), TCACHE_NSLOTS_SMALL_MAX);
+        /* Capacity per class: TCACHE_BIN_BYTES of objects, at least two
+         * slabs' worth, clamped. */
+        unsigned cap = (unsigned)MA_MAX(2 * sc_bin_info[ind].nregs, TCACHE_BIN_BYTES / sc_index2size(ind));
+        cap = MA_MIN(MA_MAX(cap, TCACHE_NSLOTS_MIN), TCACHE_NSLOTS_SMALL_MAX);
         cr_assert_eq(max, cap, "class %zu capacity", sc_index2size(ind));
+        /* The first fill is one to two slabs' worth (at most half the bin). */
+        unsigned first = MA_MAX(max >> tcache_bin_lg_fill_init(ind), 1);
+        cr_assert(first >= sc_bin_info[ind].nregs || tcache_bin_lg_fill_init(ind) == 1,
+                  "class %zu first fill %u, slab %u", sc_index2size(ind), first, sc_bin_info[ind].nregs);
+        cr_assert(first < 2 * sc_bin_info[ind].nregs || tcache_bin_lg_fill_init(ind) == tcache_bin_lg_fill_max(ind),
+                  "class %zu first fill %u is two slabs (%u) or more", sc_index2size(ind), first,
+                  sc_bin_info[ind].nregs);
         free(p);
     }
 }
@@ -251,9 +260,13 @@ Test(tcache, a_free_into_a_full_bin_flushes_the_oldest_half)
     /* What is left: the newest, in LIFO order. */
     for (unsigned k = 0; k < ncached(ind); k++)
         cr_assert_eq(bin_of(ind)->head[k], ps[max - k], "slot %u", k);
-    /* The oldest went back to their slabs: their bitmap bits are free. */
+    /* The oldest went back to their slabs: their bitmap bits are free (or
+     * the whole slab went back to the pool: then its pages map no slab). */
     for (unsigned i = 0; i < half; i++) {
-        extent_t *s = rtree_elm_extent(rtree_lookup((uintptr_t)ps[i]));
+        rtree_elm_t elm = rtree_lookup((uintptr_t)ps[i]);
+        if (!(elm & RTREE_SLAB))
+            continue;
+        extent_t *s = rtree_elm_extent(elm);
         long idx = slab_region_index(s, ind, ps[i]);
         cr_assert_geq(idx, 0);
         cr_assert((s->bitmap[idx / 64] >> (idx % 64)) & 1, "flushed object %u not free in its slab", i);
@@ -375,7 +388,7 @@ static void bin_with_k_unused(unsigned ind, void **ps, unsigned k)
     gc_step_on(ind);
     cr_assert_eq(ncached(ind), k, "nothing was below the low-water mark: nothing flushed");
     cr_assert_eq(cache_bin_low_water_count(bin_of(ind)), k, "a step resets the mark to the head");
-    tsd->lg_fill_div[ind] = TCACHE_LG_FILL_DIV_INIT;
+    tsd->lg_fill_div[ind] = tcache_bin_lg_fill_init(ind);
 }
 
 Test(tcache, gc_flushes_three_quarters_below_low_water_and_fills_less)
@@ -394,18 +407,18 @@ Test(tcache, gc_flushes_three_quarters_below_low_water_and_fills_less)
     cr_assert_eq(ncached(ind), K / 4);
     for (unsigned k = 0; k < K / 4; k++)
         cr_assert_eq(bin_of(ind)->head[k], ps[K - 1 - k], "the newest stay");
-    cr_assert_eq(tsd->lg_fill_div[ind], TCACHE_LG_FILL_DIV_INIT + 1, "fills get smaller");
+    cr_assert_eq(tsd->lg_fill_div[ind], tcache_bin_lg_fill_init(ind) + 1, "fills get smaller");
     /* Another idle step: 3/4 of the rest, and smaller still. */
     gc_step_on(ind);
     cr_assert_eq(ncached(ind), K / 4 - (K / 4 - K / 16));
-    cr_assert_eq(tsd->lg_fill_div[ind], TCACHE_LG_FILL_DIV_INIT + 2);
+    cr_assert_eq(tsd->lg_fill_div[ind], tcache_bin_lg_fill_init(ind) + 2);
     /* The next fill uses the new divisor. */
     while (ncached(ind) > 0)
         (void)malloc(64); /* leaks a few cached objects on purpose: they are ps[...] */
     uint64_t nm0 = st->nmalloc;
     void *p = malloc(64);
     unsigned max = cache_bin_ncached_max(bin_of(ind));
-    cr_assert_eq(st->nmalloc - nm0, MA_MAX(max >> (TCACHE_LG_FILL_DIV_INIT + 2), 1u));
+    cr_assert_eq(st->nmalloc - nm0, MA_MAX(max >> (tcache_bin_lg_fill_init(ind) + 2), 1u));
     free(p);
 }
 
@@ -430,7 +443,7 @@ Test(tcache, gc_fills_more_after_the_bin_ran_empty)
     bin_with_k_unused(ind, ps, K);
     gc_step_on(ind); /* idle: lg_fill_div goes up */
     const unsigned div = tsd->lg_fill_div[ind];
-    cr_assert_eq(div, TCACHE_LG_FILL_DIV_INIT + 1);
+    cr_assert_eq(div, tcache_bin_lg_fill_init(ind) + 1);
     /* Use the bin until it runs empty and is refilled. */
     bin_stats_t *st = arena_bin_stats(ind);
     unsigned left = ncached(ind);

@@ -250,8 +250,26 @@ bool arena_ralloc_large_in_place(extent_t *e, size_t new_usize, bool zero)
     return ok;
 }
 
+/* Each bin keeps its current slab even when empty (so an alloc/free cycle
+ * does not make and unmake a slab); a purge gives those back too. */
+static void arena_release_empty_slabs(arena_t *a)
+{
+    for (unsigned b = 0; b < SC_NBINS; b++) {
+        bin_t *bin = &a->bins[b];
+        ma_mutex_lock(&bin->lock);
+        extent_t *slab = bin->slabcur;
+        if (slab != NULL && slab->nfree == sc_bin_info[b].nregs) {
+            bin->slabcur = NULL;
+            bin->stats.curslabs--;
+            extent_dalloc(slab->pool, slab);
+        }
+        ma_mutex_unlock(&bin->lock);
+    }
+}
+
 size_t arena_purge(arena_t *a)
 {
+    arena_release_empty_slabs(a);
     return extent_purge_all(&a->pool);
 }
 

@@ -121,4 +121,8 @@ void ma_prof_update(void)
     if (ma_load_acquire(&prof_active))
         ma_store_release(&ma_sized_needs_lookup, true);
     te_sample_configure(ma_load_acquire(&prof_active), ma_load_acquire(&prof_lg_sample), opt_prof_seed);
+    /* The calling thread takes the new setting at once. */
+    tsd_t *tsd = tsd_get();
+    if (tsd_nominal(tsd))
+        te_resync(tsd);
 }

@@ -14,9 +14,14 @@ size_t tcache_maxclass;
 unsigned tcache_nbins;
 
 static uint16_t bin_nslots[TCACHE_NBINS_LIMIT];
+static uint8_t bin_lg_fill_init[TCACHE_NBINS_LIMIT]; /* first fills ~ one slab */
+static uint8_t bin_lg_fill_max[TCACHE_NBINS_LIMIT];  /* fills of one object */
 static size_t stack_slots;          /* slots per thread block, incl. the spare */
 static base_cache_t stack_blocks;   /* recycled blocks of exited threads */
 static void *disabled_slot;         /* what a disabled bin points at */
+
+unsigned tcache_bin_lg_fill_init(unsigned ind) { return bin_lg_fill_init[ind]; }
+unsigned tcache_bin_lg_fill_max(unsigned ind) { return bin_lg_fill_max[ind]; }
 
 bool tcache_boot(void)
 {
@@ -34,15 +39,23 @@ bool tcache_boot(void)
     tcache_maxclass = sc_index2size(nbins - 1);
     size_t total = 0;
     for (unsigned i = 0; i < nbins; i++) {
-        unsigned n;
+        unsigned n, first_fill;
         if (i < SC_NBINS) {
-            n = 2 * sc_bin_info[i].nregs;
+            n = (unsigned)MA_MAX(2 * sc_bin_info[i].nregs, TCACHE_BIN_BYTES / sc_index2size(i));
             n = MA_MAX(n, TCACHE_NSLOTS_MIN);
             n = MA_MIN(n, TCACHE_NSLOTS_SMALL_MAX);
+            first_fill = MA_MAX(sc_bin_info[i].nregs, 1);
         } else {
             n = TCACHE_NSLOTS_LARGE;
+            first_fill = 1;
         }
         bin_nslots[i] = (uint16_t)n;
+        bin_lg_fill_max[i] = (uint8_t)ma_lg_floor(n);
+        /* The largest divisor whose fill is still at least one slab. */
+        unsigned lg = 1;
+        while (lg < bin_lg_fill_max[i] && (n >> (lg + 1)) >= first_fill)
+            lg++;
+        bin_lg_fill_init[i] = (uint8_t)lg;
         total += n;
     }
     stack_slots = total + 1;
@@ -95,7 +108,7 @@ static void bins_enable(tsd_t *tsd)
         b->low_water = b->empty = cache_bin_bits(pos);
         b->usize = sc_index2size(i) <= UINT16_MAX ? (uint16_t)sc_index2size(i) : 0;
         b->nrequests = 0;
-        tsd->lg_fill_div[i] = TCACHE_LG_FILL_DIV_INIT;
+        tsd->lg_fill_div[i] = bin_lg_fill_init[i];
         tsd->ran_empty[i] = 0;
     }
 }
@@ -133,10 +146,19 @@ static void bin_flush_oldest(tsd_t *tsd, unsigned ind, unsigned nflush)
     void **empty = cache_bin_empty_pos(b);
     void **items = empty - nflush;
     if (ind < SC_NBINS) {
-        extent_t *slabs[TCACHE_NSLOTS_SMALL_MAX];
-        for (unsigned i = 0; i < nflush; i++)
-            slabs[i] = rtree_elm_extent(rtree_lookup((uintptr_t)items[i]));
-        arena_dalloc_small_batch(ind, items, slabs, nflush);
+        extent_t *slabs[TCACHE_FLUSH_BATCH];
+        for (unsigned done = 0; done < nflush; done += TCACHE_FLUSH_BATCH) {
+            unsigned n = MA_MIN(nflush - done, TCACHE_FLUSH_BATCH);
+            for (unsigned i = 0; i < n; i++) {
+                /* A pointer freed twice may meet a slab that the first copy's
+                 * flush already gave back: it is no slab of this class now. */
+                rtree_elm_t elm = rtree_lookup((uintptr_t)items[done + i]);
+                if (unlikely(!(elm & RTREE_SLAB) || rtree_elm_szind(elm) != ind))
+                    ma_fatal("free(): double free or invalid pointer %p", items[done + i]);
+                slabs[i] = rtree_elm_extent(elm);
+            }
+            arena_dalloc_small_batch(ind, items + done, slabs, n);
+        }
     } else {
         for (unsigned i = 0; i < nflush; i++) {
             /* A large object freed twice sits in the cache twice: the second
@@ -214,8 +236,7 @@ void tcache_gc_step(tsd_t *tsd)
     if (lw > 0) {
         /* Unused since the last step: give back 3/4 of it, fill less. */
         bin_flush_oldest(tsd, ind, lw - lw / 4);
-        if (tsd->lg_fill_div[ind] < TCACHE_LG_FILL_DIV_MAX &&
-            (cache_bin_ncached_max(b) >> (tsd->lg_fill_div[ind] + 1)) >= 1)
+        if (tsd->lg_fill_div[ind] < bin_lg_fill_max[ind])
             tsd->lg_fill_div[ind]++;
     } else if (tsd->ran_empty[ind] && tsd->lg_fill_div[ind] > 1) {
         tsd->lg_fill_div[ind]--; /* it kept running dry: fill more */

@@ -3,9 +3,12 @@
  *
  * Per class up to tcache_max, a cache_bin filled from the arena's bin in
  * batches and flushed in batches (one lock per bin touched, not per
- * object). Capacity per small class: twice the regions of its slab,
- * clamped to [TCACHE_NSLOTS_MIN, TCACHE_NSLOTS_SMALL_MAX]; per large class
- * TCACHE_NSLOTS_LARGE.
+ * object). Capacity per small class: TCACHE_BIN_BYTES worth of objects (at
+ * least two slabs' worth), clamped to [TCACHE_NSLOTS_MIN,
+ * TCACHE_NSLOTS_SMALL_MAX], so that a program's working batch of a class
+ * stays in its cache; per large class TCACHE_NSLOTS_LARGE. A fill starts at
+ * about one slab's worth and grows (by the GC step) while the bin keeps
+ * running empty; what stays unused is flushed by the GC.
  */
 #ifndef MYALLOC_TCACHE_H
 #define MYALLOC_TCACHE_H
@@ -13,10 +16,10 @@
 #include "tsd.h"
 
 #define TCACHE_NSLOTS_MIN        20
-#define TCACHE_NSLOTS_SMALL_MAX  200
+#define TCACHE_NSLOTS_SMALL_MAX  2048
 #define TCACHE_NSLOTS_LARGE      20
-#define TCACHE_LG_FILL_DIV_INIT  1
-#define TCACHE_LG_FILL_DIV_MAX   5
+#define TCACHE_BIN_BYTES         ((size_t)64 << 10)
+#define TCACHE_FLUSH_BATCH       256   /* objects per arena call when flushing */
 
 /* Options (set before tcache_boot). */
 extern bool tcache_opt_enabled;
@@ -45,6 +48,11 @@ void tcache_flush(tsd_t *tsd);
 void tcache_set_enabled(tsd_t *tsd, bool enabled);
 /* One incremental GC step (one bin, round robin). */
 void tcache_gc_step(tsd_t *tsd);
+
+/* A bin's first lg_fill_div (its first fill is about one slab) and the
+ * largest (fills of one object). */
+unsigned tcache_bin_lg_fill_init(unsigned ind);
+unsigned tcache_bin_lg_fill_max(unsigned ind);
 
 /* Whether class ind is cached by this thread now. */
 MA_INLINE bool tcache_serves(const tsd_t *tsd, unsigned ind)

@@ -95,6 +95,13 @@ void te_init(tsd_t *tsd)
     sample_redraw(tsd, tsd->thread_allocated);
 }
 
+void te_resync(tsd_t *tsd)
+{
+    if (!sample_current(tsd))
+        sample_redraw(tsd, tsd->thread_allocated);
+    tsd_update_next_event(tsd);
+}
+
 void te_update_next(tsd_t *tsd)
 {
     uint64_t next = tsd->thread_allocated + TE_MAX_WAIT;

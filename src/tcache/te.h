@@ -64,6 +64,11 @@ void te_update_next(struct tsd *tsd);
 
 extern uint64_t te_samples_skipped;
 
+/* Take up a new sampling configuration now (the thread that changed it);
+ * other threads take it up at their next slow path, which the GC event
+ * bounds to TE_GC_INTERVAL bytes of their allocation. */
+void te_resync(struct tsd *tsd);
+
 /* Periodic hooks (at most a handful, registered at init): called with the
  * bytes the thread allocated since its last call, every te_periodic_interval
  * bytes (at most TE_PERIODIC_INTERVAL_MAX; lowered for fine-grained users
