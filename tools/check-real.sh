@@ -592,8 +592,9 @@ for prog in $programs; do
             skip sort "sort or awk not installed"
         else
             make_sort_input
+            seq 1000 >"$WORK/shared/probe.txt"
             compare sort "$(sort --version | head -1), $(wc -l <"$WORK/shared/sort.in") lines" 1 \
-                sort "$WORK/shared/sort.in" -o /dev/null
+                sort -n "$WORK/shared/probe.txt" -o /dev/null
         fi
         ;;
     make)
