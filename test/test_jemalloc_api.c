@@ -15,6 +15,18 @@
 #include "sizeclass/sizeclass.h"
 #include "test_util.h"
 
+/* Older builds route sized frees around the page map unless this is set;
+ * newer ones check opt_check_sized alone (weak: either links). */
+extern bool ma_sized_needs_lookup;
+#pragma weak ma_sized_needs_lookup
+
+static void check_sized_on(void)
+{
+    opt_check_sized = true;
+    if (&ma_sized_needs_lookup != NULL)
+        ma_sized_needs_lookup = true;
+}
+
 #define ALIGNED(p, a) ((((uintptr_t)(p)) & ((a) - 1)) == 0)
 
 static uint64_t thread_allocated(void)
@@ -684,8 +696,7 @@ typedef struct {
 static void wrong_size_child(void *arg)
 {
     sized_case_t *c = arg;
-    opt_check_sized = true;
-    ma_sized_needs_lookup = true;
+    check_sized_on();
     void *p = mallocx(c->alloc, 0);
     if (strcmp(c->func, "sdallocx") == 0)
         sdallocx(p, c->claim, 0);
@@ -699,8 +710,7 @@ static void wrong_size_child(void *arg)
 static void right_size_child(void *arg)
 {
     (void)arg;
-    opt_check_sized = true;
-    ma_sized_needs_lookup = true;
+    check_sized_on();
     for (size_t n = 1; n < 300000; n = n * 3 / 2 + 1) {
         void *p = mallocx(n, 0);
         sdallocx(p, n, 0);

@@ -305,7 +305,7 @@ static int for_arenas(size_t i, size_t (*fn)(arena_t *))
         return 0;
     }
     if (i >= ARENAS_MAX)
-        return EFAULT;
+        return 0; /* MALLCTL_ARENAS_DESTROYED: there are none */
     arena_t *a = ma_load_acquire(&arenas[i]);
     if (a != NULL)
         fn(a);
@@ -633,6 +633,17 @@ static int mib_match(const char *pattern, const size_t *mib, size_t miblen, ctl_
     return depth == miblen ? 1 : 0;
 }
 
+/* arena.<i>.*: as in jemalloc, an index beyond narenas names no node
+ * (ENOENT, before any access check), except MALLCTL_ARENAS_ALL and
+ * MALLCTL_ARENAS_DESTROYED (and <i> == narenas, jemalloc 4's "all"). */
+static bool arena_index_ok(const ctl_entry_t *e, const ctl_req_t *req)
+{
+    if (strncmp(e->name, "arena.<i>.", 10) != 0)
+        return true;
+    size_t i = req->idx[0];
+    return i <= arena_narenas || i == MALLCTL_ARENAS_ALL || i == MALLCTL_ARENAS_DESTROYED;
+}
+
 /* 0 with *entry set for a full match; ENOENT otherwise. interior tells
  * whether the MIB names an interior node. */
 static int mib_lookup(const size_t *mib, size_t miblen, ctl_entry_t *entry, ctl_req_t *req,
@@ -644,6 +655,8 @@ static int mib_lookup(const size_t *mib, size_t miblen, ctl_entry_t *entry, ctl_
         ctl_entry_t e;
         ctl_entry_at(k, &e, namebuf, namelen);
         int m = mib_match(e.name, mib, miblen, req);
+        if (m == 1 && !arena_index_ok(&e, req))
+            return ENOENT;
         if (m == 1) {
             *entry = e;
             req->extra = e.extra;

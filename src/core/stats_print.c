@@ -128,7 +128,29 @@ typedef struct walk_arg {
     unsigned nidx;
     unsigned want_idx;   /* only entries with exactly this many <i> */
     size_t strip;        /* text: print names without this many leading chars */
+    char group[32];      /* JSON, stripped names: the open sub-object ("small") */
 } walk_arg_t;
+
+/* JSON: a stripped name "small.nmalloc" goes in a "small" sub-object (as
+ * in jemalloc's output: no key twice). Opens and closes the sub-objects as
+ * the walk moves from one group to the next; rest "" closes the last. */
+static void json_group(walk_arg_t *w, const char *rest)
+{
+    const char *dot = strrchr(rest, '.');
+    size_t glen = dot != NULL ? (size_t)(dot - rest) : 0;
+    if (glen >= sizeof(w->group))
+        glen = 0;
+    if (strlen(w->group) == glen && strncmp(w->group, rest, glen) == 0)
+        return;
+    if (w->group[0] != '\0')
+        close_obj(w->p);
+    w->group[0] = '\0';
+    if (glen != 0) {
+        memcpy(w->group, rest, glen);
+        w->group[glen] = '\0';
+        open_obj(w->p, w->group, NULL);
+    }
+}
 
 static unsigned count_idx(const char *name)
 {
@@ -146,14 +168,17 @@ static void walk_scalar(const ctl_entry_t *e, void *arg)
     if (e->type == CTL_PTR)
         return;
     ctl_val_t v;
-    if (ctl_read_entry(e, w->idx, w->nidx, &v) == 0)
-        put_field(w->p, e->name + w->strip, e->type, &v);
+    if (ctl_read_entry(e, w->idx, w->nidx, &v) != 0)
+        return;
+    if (w->p->json && w->strip != 0)
+        json_group(w, e->name + w->strip);
+    put_field(w->p, e->name + w->strip, e->type, &v);
 }
 
 static void section(printer_t *p, const char *prefix, const char *key, const char *title)
 {
     open_obj(p, key, title);
-    walk_arg_t w = {p, NULL, 0, 0, 0};
+    walk_arg_t w = {p, NULL, 0, 0, 0, ""};
     ctl_walk(prefix, walk_scalar, &w);
     close_obj(p);
 }
@@ -252,8 +277,10 @@ static void arena_section(printer_t *p, size_t arena, const char *opts)
         ma_snprintf(title, sizeof(title), "Arena %zu:", arena);
     }
     open_obj(p, key, title);
-    walk_arg_t w = {p, &arena, 1, 1, strlen("stats.arenas.<i>.")};
+    walk_arg_t w = {p, &arena, 1, 1, strlen("stats.arenas.<i>."), ""};
     ctl_walk("stats.arenas.<i>.", walk_scalar, &w);
+    if (p->json)
+        json_group(&w, "");
     if (strchr(opts, 'b') == NULL)
         class_table(p, arena, "stats.arenas.<i>.bins.<i>.", "bins", 0, SC_NBINS);
     if (strchr(opts, 'l') == NULL)
@@ -298,7 +325,7 @@ MA_EXPORT void malloc_stats_print(void (*write_cb)(void *, const char *), void *
         section(p, "prof.", "prof", "Profiler:");
     }
     open_obj(p, "stats", "Totals:");
-    walk_arg_t w = {p, NULL, 0, 0, 0};
+    walk_arg_t w = {p, NULL, 0, 0, 0, ""};
     ctl_walk("stats.", walk_scalar, &w);
     bool merged = strchr(opts, 'm') == NULL, each = strchr(opts, 'a') == NULL;
     if (!p->json)
