@@ -12,6 +12,20 @@
 #include "tcache/tcache.h"
 #include "test_util.h"
 
+/* The fast maps are per arena: a page is on "the" fast map when any arena's
+ * map marks it (each slab is marked only in its own arena's). */
+static uintptr_t rtree_fast_lookup(uintptr_t a)
+{
+    for (unsigned i = 0; i < ARENAS_MAX; i++) {
+        arena_t *ar = ma_load_acquire(&arenas[i]);
+        uintptr_t v = ar != NULL ? rtree_fastmap_lookup(&ar->fastmap, a) : 0;
+        if (v != 0)
+            return v;
+    }
+    return 0;
+}
+
+
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
@@ -231,7 +245,8 @@ Test(rtree, never_written_pages_of_a_live_leaf_are_zero)
 
 Test(rtree, fast_map_is_zero_for_unknown_pages)
 {
-    cr_assert_gt(rtree_fastmap_npages, 0, "the fast map could not be reserved");
+    cr_assert_not_null(arena_get(0));
+    cr_assert_gt(arenas[0]->fastmap.npages, 0, "the fast map could not be reserved");
     int on_stack;
     static int in_bss;
     uintptr_t others[] = {0,
@@ -239,7 +254,7 @@ Test(rtree, fast_map_is_zero_for_unknown_pages)
                           (uintptr_t)&on_stack,
                           (uintptr_t)&in_bss,
                           (uintptr_t)&init_allocator,
-                          (uintptr_t)rtree_fastmap,
+                          (uintptr_t)arenas[0]->fastmap.map,
                           ((uintptr_t)1 << 47) - PAGE,
                           (uintptr_t)1 << 47,
                           VA_TOP,
@@ -299,18 +314,24 @@ Test(rtree, fast_map_for_live_slabs_after_malloc)
 Test(rtree, fast_map_through_the_extent_layer)
 {
     static extent_pool_t pool;
+    static rtree_fastmap_t fm;
     extent_pool_init(&pool, ARENAS_MAX - 1, false);
+    rtree_fastmap_init(&fm);
+    cr_assert_gt(fm.npages, 0, "the fast map could not be reserved");
+    pool.fastmap = &fm; /* as arena_init does for an arena's pool */
     for (unsigned ind = 0; ind < SC_NBINS; ind++) {
         size_t size = (size_t)sc_bin_info[ind].slab_pages * PAGE;
         bool zeroed;
         extent_t *e = extent_alloc(&pool, size, PAGE, ind, true, &zeroed);
         cr_assert_not_null(e);
-        for (uintptr_t a = e->addr; a < e->addr + size; a += PAGE)
-            cr_assert_eq(rtree_fast_lookup(a), fast_value(ind), "bin %u", ind);
+        for (uintptr_t a = e->addr; a < e->addr + size; a += PAGE) {
+            cr_assert_eq(rtree_fastmap_lookup(&fm, a), fast_value(ind), "bin %u", ind);
+            cr_assert_eq(rtree_fast_lookup(a), 0, "bin %u: marked in an arena's map, not its pool's", ind);
+        }
         uintptr_t addr = e->addr;
         extent_dalloc(&pool, e);
         for (uintptr_t a = addr; a < addr + size; a += PAGE) {
-            cr_assert_eq(rtree_fast_lookup(a), 0, "bin %u: freed slab still on the fast map", ind);
+            cr_assert_eq(rtree_fastmap_lookup(&fm, a), 0, "bin %u: freed slab still on the fast map", ind);
             cr_assert_eq(rtree_lookup(a) & RTREE_SLAB, 0);
         }
     }
@@ -318,7 +339,7 @@ Test(rtree, fast_map_through_the_extent_layer)
     bool zeroed;
     extent_t *e = extent_alloc(&pool, 8 * PAGE, PAGE, sc_size2index(8 * PAGE), false, &zeroed);
     for (uintptr_t a = e->addr; a < e->addr + e->size; a += PAGE)
-        cr_assert_eq(rtree_fast_lookup(a), 0);
+        cr_assert_eq(rtree_fastmap_lookup(&fm, a), 0);
     extent_dalloc(&pool, e);
 }
 

@@ -9,6 +9,20 @@
 #include "arena/slab.h"
 #include "test_util.h"
 
+/* The fast maps are per arena: a page is on "the" fast map when any arena's
+ * map marks it (each slab is marked only in its own arena's). */
+static uintptr_t rtree_fast_lookup(uintptr_t a)
+{
+    for (unsigned i = 0; i < ARENAS_MAX; i++) {
+        arena_t *ar = ma_load_acquire(&arenas[i]);
+        uintptr_t v = ar != NULL ? rtree_fastmap_lookup(&ar->fastmap, a) : 0;
+        if (v != 0)
+            return v;
+    }
+    return 0;
+}
+
+
 #define AIND  (ARENAS_MAX - 3)
 #define AIND2 (ARENAS_MAX - 4)
 

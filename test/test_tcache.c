@@ -222,18 +222,15 @@ Test(tcache, an_empty_bin_is_filled_by_ncached_max_shifted_by_lg_fill_div)
                      (unsigned long long)(st->nmalloc - nm0), max, div, want);
         cr_assert_eq(st->nfills - nf0, 1);
         cr_assert_eq(ncached(ind), want - 1);
-        /* Capacity per class: TCACHE_BIN_BYTES of objects, at least two
-         * slabs' worth, clamped. */
-        unsigned cap = (unsigned)MA_MAX(2 * sc_bin_info[ind].nregs, TCACHE_BIN_BYTES / sc_index2size(ind));
-        cap = MA_MIN(MA_MAX(cap, TCACHE_NSLOTS_MIN), TCACHE_NSLOTS_SMALL_MAX);
-        cr_assert_eq(max, cap, "class %zu capacity", sc_index2size(ind));
-        /* The first fill is one to two slabs' worth (at most half the bin). */
-        unsigned first = MA_MAX(max >> tcache_bin_lg_fill_init(ind), 1);
-        cr_assert(first >= sc_bin_info[ind].nregs || tcache_bin_lg_fill_init(ind) == 1,
-                  "class %zu first fill %u, slab %u", sc_index2size(ind), first, sc_bin_info[ind].nregs);
-        cr_assert(first < 2 * sc_bin_info[ind].nregs || tcache_bin_lg_fill_init(ind) == tcache_bin_lg_fill_max(ind),
-                  "class %zu first fill %u is two slabs (%u) or more", sc_index2size(ind), first,
-                  sc_bin_info[ind].nregs);
+        /* A bin starts at twice its slab's regions, clamped; it may grow to
+         * TCACHE_BIN_BYTES of objects (at least two slabs), clamped. */
+        unsigned twice = 2 * sc_bin_info[ind].nregs;
+        unsigned most = (unsigned)MA_MAX(twice, TCACHE_BIN_BYTES / sc_index2size(ind));
+        most = MA_MIN(MA_MAX(most, TCACHE_NSLOTS_MIN), TCACHE_NSLOTS_SMALL_MAX);
+        unsigned init = MA_MIN(MA_MIN(MA_MAX(twice, TCACHE_NSLOTS_MIN), TCACHE_NSLOTS_INIT_MAX), most);
+        cr_assert_eq(tcache_bin_cap_max(ind), most, "class %zu largest capacity", sc_index2size(ind));
+        cr_assert_eq(tcache_bin_cap_init(ind), init, "class %zu first capacity", sc_index2size(ind));
+        cr_assert(max >= init && max <= most, "class %zu capacity %u", sc_index2size(ind), max);
         free(p);
     }
 }
@@ -583,4 +580,57 @@ Test(te, sample_wait_mean_is_r)
     uint64_t s1 = 99, s2 = 99;
     for (int i = 0; i < 100; i++)
         cr_assert_eq(te_sample_wait(&s1, 19), te_sample_wait(&s2, 19));
+}
+
+/* ---------------------------------------------------------------------
+ * Adaptive capacity.
+ */
+
+/* Everything cached counts as unused since the last GC step. */
+static void b_set_low_water_to_head(unsigned ind)
+{
+    bin_of(ind)->low_water = cache_bin_bits(bin_of(ind)->head);
+}
+
+/* A bin that overflows (flush) and then runs dry (refill) before the next
+ * GC step doubles, up to its largest capacity; a thread that only frees
+ * keeps its bins small. */
+Test(tcache, a_thrashing_bin_grows_and_a_freeing_thread_does_not)
+{
+    const size_t S = 64;
+    const unsigned ind = sc_size2index(S);
+    tcache_flush(tsd);
+    unsigned cap0 = cache_bin_ncached_max(bin_of(ind));
+    cr_assert_eq(cap0, tcache_bin_cap_init(ind));
+    enum { N = 4 * TCACHE_NSLOTS_SMALL_MAX };
+    static void *ps[N];
+    /* Frees only: the bin overflows again and again but never refills. */
+    for (unsigned i = 0; i < N; i++)
+        ps[i] = malloc(S);
+    tcache_flush(tsd);
+    tsd->flushed[ind] = 0;
+    for (unsigned i = 0; i < N; i++)
+        free(ps[i]);
+    cr_assert_eq(cache_bin_ncached_max(bin_of(ind)), cap0, "a freeing thread's bin grew");
+    /* Batches of 1000 allocated and freed again: the bin doubles until a
+     * batch fits (without GC steps in between: they reset the evidence). */
+    unsigned caps[8];
+    for (int round = 0; round < 8; round++) {
+        for (unsigned i = 0; i < 1000; i++)
+            ps[i] = malloc(S);
+        for (unsigned i = 0; i < 1000; i++)
+            free(ps[i]);
+        caps[round] = cache_bin_ncached_max(bin_of(ind));
+    }
+    unsigned want = MA_MIN(tcache_bin_cap_max(ind), 1024u);
+    cr_assert_geq(caps[7], MA_MIN(want, 1000u), "after 8 batches the bin holds %u, cannot keep a batch of 1000", caps[7]);
+    cr_assert_leq(caps[7], tcache_bin_cap_max(ind));
+    /* A GC step on a bin whose objects went unused halves it (toward the
+     * first capacity), after flushing them. */
+    unsigned before = cache_bin_ncached_max(bin_of(ind));
+    b_set_low_water_to_head(ind);
+    gc_step_on(ind);
+    if (before > tcache_bin_cap_init(ind))
+        cr_assert_eq(cache_bin_ncached_max(bin_of(ind)), MA_MAX(before / 2, tcache_bin_cap_init(ind)),
+                     "an idle grown bin shrinks");
 }

@@ -14,7 +14,9 @@ static ma_mutex_t arenas_lock = MA_MUTEX_INITIALIZER; /* creation */
 static void arena_init(arena_t *a, unsigned ind)
 {
     a->ind = ind;
+    rtree_fastmap_init(&a->fastmap);
     extent_pool_init(&a->pool, ind, false);
+    a->pool.fastmap = &a->fastmap;
     for (unsigned i = 0; i < SC_NBINS; i++)
         ma_mutex_init(&a->bins[i].lock);
 }
@@ -52,9 +54,14 @@ arena_t *arena_get(unsigned ind)
     return likely(a != NULL) ? a : arena_create(ind);
 }
 
+static ma_mutex_t choose_lock = MA_MUTEX_INITIALIZER;
+
 arena_t *arena_choose(void)
 {
-    /* Least-loaded first; an arena not created yet has no threads. */
+    /* Least-loaded first; an arena not created yet has no threads. The
+     * choice and the count are one step (threads starting together would
+     * otherwise all pick the same idle arena). */
+    ma_mutex_lock(&choose_lock);
     unsigned best = 0;
     uint32_t best_n = UINT32_MAX;
     for (unsigned i = 0; i < arena_narenas; i++) {
@@ -72,6 +79,7 @@ arena_t *arena_choose(void)
         a = arena_get(0);
     if (a != NULL)
         ma_fetch_add(&a->nthreads, 1);
+    ma_mutex_unlock(&choose_lock);
     return a;
 }
 
@@ -280,6 +288,7 @@ size_t arena_purge(arena_t *a)
 
 void arena_prefork(void)
 {
+    ma_mutex_prefork(&choose_lock);
     ma_mutex_prefork(&arenas_lock);
     for (unsigned i = 0; i < ARENAS_MAX; i++) {
         arena_t *a = arenas[i];
@@ -303,6 +312,7 @@ void arena_postfork_parent(void)
             ma_mutex_postfork_parent(&a->bins[b].lock);
     }
     ma_mutex_postfork_parent(&arenas_lock);
+    ma_mutex_postfork_parent(&choose_lock);
 }
 
 void arena_postfork_child(void)
@@ -318,4 +328,5 @@ void arena_postfork_child(void)
         a->nthreads = 0;
     }
     ma_mutex_postfork_child(&arenas_lock);
+    ma_mutex_postfork_child(&choose_lock);
 }

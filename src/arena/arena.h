@@ -48,6 +48,7 @@ typedef struct large_stats {
 typedef struct arena {
     unsigned ind;
     uint32_t nthreads;           /* threads bound to it (atomic) */
+    rtree_fastmap_t fastmap;     /* its slabs' pages (free's fast path) */
     extent_pool_t pool;
     bin_t bins[SC_NBINS];
     large_stats_t large[SC_NSIZES - SC_NBINS]; /* atomics */

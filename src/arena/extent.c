@@ -308,7 +308,7 @@ static void register_active(extent_t *e, unsigned szind, bool slab)
         rtree_write_range(e->addr, e->size, rtree_elm_make(e, szind, RTREE_SLAB));
         /* Classes whose size the cache bin cannot hold take the slow path. */
         if (sc_index2size(szind) <= UINT16_MAX)
-            rtree_fastmap_write(e->addr, e->size, szind + 1);
+            rtree_fastmap_write(e->pool->fastmap, e->addr, e->size, szind + 1);
     } else
         register_boundaries(e, rtree_elm_make(e, szind, 0));
 }
@@ -372,7 +372,7 @@ void extent_dalloc(extent_pool_t *pool, extent_t *e)
     ma_mutex_lock(&pool->lock);
     pool->stats.active_pages -= e->size >> LG_PAGE;
     if (e->slab) {
-        rtree_fastmap_write(e->addr, e->size, 0);
+        rtree_fastmap_write(pool->fastmap, e->addr, e->size, 0);
         if (e->size > 2 * PAGE)
             rtree_write_range(e->addr + PAGE, e->size - 2 * PAGE, RTREE_STALE);
     }

@@ -101,6 +101,7 @@ typedef struct extent_pool {
     chunk_t *chunks;
     size_t grow_next;          /* size of the next chunk to map */
     bool nohuge;               /* MADV_NOHUGEPAGE each new chunk once */
+    rtree_fastmap_t *fastmap;  /* where its slabs are marked (NULL: nowhere) */
     unsigned ind;              /* arena index, for messages and stats */
     pool_stats_t stats;
 } extent_pool_t;

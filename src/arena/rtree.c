@@ -10,31 +10,29 @@
 #include "pages.h"
 
 rtree_elm_t *rtree_root[RTREE_ROOT_N];
-uint8_t *rtree_fastmap;
-uintptr_t rtree_fastmap_npages;
+static ma_mutex_t rtree_lock = MA_MUTEX_INITIALIZER; /* serialises leaf creation */
 
 _Static_assert(SC_NBINS < 255, "the fast map stores binind + 1 in a byte");
 
-void rtree_fastmap_boot(void)
+void rtree_fastmap_init(rtree_fastmap_t *fm)
 {
     /* The user address space is 2^47 bytes on x86-64 (4-level paging). */
     size_t npages = (size_t)1 << (47 - LG_PAGE);
     void *m = pages_map(npages, PAGE);
     if (m == NULL)
         return; /* every free takes the radix-tree path */
-    rtree_fastmap = m;
-    ma_store_release(&rtree_fastmap_npages, npages);
+    fm->map = m;
+    ma_store_release(&fm->npages, npages);
 }
 
-void rtree_fastmap_write(uintptr_t addr, size_t size, unsigned v)
+void rtree_fastmap_write(rtree_fastmap_t *fm, uintptr_t addr, size_t size, unsigned v)
 {
     uintptr_t pg = addr >> LG_PAGE, n = size >> LG_PAGE;
-    if (pg + n > rtree_fastmap_npages)
+    if (fm == NULL || pg + n > fm->npages)
         return; /* outside the map: lookups there miss, as they must */
     for (uintptr_t i = 0; i < n; i++)
-        ma_store_relaxed(&rtree_fastmap[pg + i], (uint8_t)v);
+        ma_store_relaxed(&fm->map[pg + i], (uint8_t)v);
 }
-static ma_mutex_t rtree_lock = MA_MUTEX_INITIALIZER; /* serialises leaf creation */
 
 MA_NOINLINE static rtree_elm_t *rtree_leaf_create(uintptr_t i)
 {

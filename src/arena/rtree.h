@@ -47,29 +47,35 @@ typedef uint64_t rtree_elm_t;
 extern rtree_elm_t *rtree_root[RTREE_ROOT_N] MA_HIDDEN;
 
 /*
- * The fast map: one byte per page of the user address space, in a
- * MAP_NORESERVE reservation of which only the parts covering slabs are ever
- * touched (a map page covers 4096 pages). A byte holds binind + 1 for every
- * page of a live slab and 0 for everything else (large, sampled, free,
- * foreign), so free's fast path is one bounds compare and one byte load.
- * When the reservation fails (overcommit mode 2, a ulimit -v) npages is 0
- * and every lookup misses to the slow path, which uses the radix tree.
+ * Fast maps: one per arena, one byte per page of the user address space, in
+ * a MAP_NORESERVE reservation of which only the parts covering that arena's
+ * slabs are ever touched (a map page covers 4096 pages). A byte holds
+ * binind + 1 for every page of a live slab OF THAT ARENA and 0 for
+ * everything else (large, sampled, free, another arena's), so free's fast
+ * path, which reads its own thread's arena's map, is one bounds compare and
+ * one byte load, and an object of another arena (a remote free) misses to
+ * the slow path, which sends it home instead of caching it here.
+ * When a reservation fails (overcommit mode 2, a ulimit -v) npages is 0 and
+ * every lookup misses to the slow path, which uses the radix tree.
  * Writers: the extent pool, under its lock, before a slab's regions are
  * handed out and after they have all come back.
  */
-extern uint8_t *rtree_fastmap MA_HIDDEN;
-extern uintptr_t rtree_fastmap_npages MA_HIDDEN;
+typedef struct rtree_fastmap {
+    uint8_t *map;
+    uintptr_t npages;
+} rtree_fastmap_t;
 
-MA_INLINE uintptr_t rtree_fast_lookup(uintptr_t a)
+MA_INLINE uintptr_t rtree_fastmap_lookup(const rtree_fastmap_t *fm, uintptr_t a)
 {
     uintptr_t pg = a >> LG_PAGE;
-    if (unlikely(pg >= rtree_fastmap_npages))
+    if (unlikely(pg >= fm->npages))
         return 0;
-    return ma_load_relaxed(&rtree_fastmap[pg]);
+    return ma_load_relaxed(&fm->map[pg]);
 }
 
-void rtree_fastmap_boot(void);
-void rtree_fastmap_write(uintptr_t addr, size_t size, unsigned v);
+/* Reserve a map (npages stays 0 when the reservation fails). */
+void rtree_fastmap_init(rtree_fastmap_t *fm);
+void rtree_fastmap_write(rtree_fastmap_t *fm, uintptr_t addr, size_t size, unsigned v);
 
 /* Element for address a, or 0 when no leaf covers it (also for addresses
  * beyond the user address space). */

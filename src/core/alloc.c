@@ -146,7 +146,11 @@ static void dalloc_elm(tsd_t *tsd, void *p, rtree_elm_t elm, int flags)
         return;
     }
     bool cached = tsd_nominal(tsd) && tcache_serves(tsd, ind) && !(flags & MA_FLAG_TCACHE_NONE);
-    if (cached) {
+    if (cached && (elm & RTREE_SLAB) && e->arena_ind != tsd->arena->ind) {
+        /* Another arena's object: it goes home, not into this cache (where
+         * it would be handed out again next to its owner's objects). */
+        tcache_remote_push(tsd, p, e);
+    } else if (cached) {
         if (!cache_bin_push_fast(&tsd->bins[ind], p))
             tcache_dalloc_hard(tsd, ind, p);
     } else if (elm & RTREE_SLAB) {
@@ -357,7 +361,6 @@ MA_EXPORT size_t malloc_usable_size(void *p)
     return (uintptr_t)p == e->addr ? sc_index2size(ind) : 0;
 }
 
-bool ma_sized_needs_lookup;
 bool opt_check_sized;
 
 /* A sized free the fast path could not take: look the object up, check the
@@ -377,16 +380,20 @@ MA_NOINLINE void ma_sdalloc_slow(void *p, size_t size, size_t align, int flags, 
     dalloc_elm(tsd_fetch(), p, elm, flags);
 }
 
+/* Sized frees take free's fast path: its one byte load from the fast map
+ * gives the class and says the object is this arena's (which the size
+ * alone could not: a remote object must not be cached here). With
+ * check_sized they take the slow path, which compares the size. */
 MA_EXPORT void free_sized(void *p, size_t size)
 {
-    if (likely(free_sized_fast(p, size)))
+    if (likely(!opt_check_sized) && likely(free_fast(p)))
         return;
     ma_sdalloc_slow(p, size, 0, 0, "free_sized");
 }
 
 MA_EXPORT void free_aligned_sized(void *p, size_t align, size_t size)
 {
-    if (align <= QUANTUM && likely(free_sized_fast(p, size)))
+    if (likely(!opt_check_sized) && likely(free_fast(p)))
         return;
     ma_sdalloc_slow(p, size, align, 0, "free_aligned_sized");
 }

@@ -47,7 +47,6 @@ extern bool opt_check_sized;
 void ma_prof_update(void);
 /* Register the stats_print exit report (after init, outside its lock). */
 void stats_print_boot(void);
-extern bool ma_sized_needs_lookup;
 
 /* The page-map element of a pointer the caller claims is live, validated:
  * aborts with "<myalloc>: <func>(): ..." when it is not. */

@@ -128,7 +128,7 @@ static int h_thread_arena(ctl_req_t *r, ctl_val_t *out)
             tcache_flush(tsd);
             arena_thread_leave(old);
             ma_fetch_add(&a->nthreads, 1);
-            tsd->arena = a;
+            tsd_set_arena(tsd, a);
         }
     }
     return 0;

@@ -28,35 +28,22 @@ MA_INLINE bool alloc_fast(size_t size, void **out)
     return true;
 }
 
-/* Object on a slab (not sampled, not large) pushed to the thread cache. */
+/* Object on a slab of this thread's arena (not sampled, not large, not
+ * another arena's) pushed to the thread cache. */
 MA_INLINE bool free_fast(void *p)
 {
-    uintptr_t pg = (uintptr_t)p >> LG_PAGE;
-    if (unlikely(pg >= rtree_fastmap_npages))
-        return false;
-    uintptr_t ind1 = ma_load_relaxed(&rtree_fastmap[pg]); /* class + 1, or 0 */
     tsd_t TSD_SEG *tsd = tsd_fast();
+    uintptr_t pg = (uintptr_t)p >> LG_PAGE;
+    if (unlikely(pg >= tsd->fastmap_npages))
+        return false;
+    /* The thread's own arena's map: class + 1, or 0 (not one of our slabs). */
+    uintptr_t ind1 = ma_load_relaxed(&tsd->fastmap[pg]);
     /* ind1 == 0 (not a slab object) selects bin_none, which is always full. */
     cache_bin_t TSD_SEG *bin =
         (cache_bin_t TSD_SEG *)((char TSD_SEG *)&tsd->bin_none + (ind1 << CACHE_BIN_LG_SIZE));
     if (unlikely(!cache_bin_push_seg(bin, p)))
         return false;
     tsd->thread_deallocated += bin->usize;
-    return true;
-}
-
-/* Sized free without any page-map lookup: while no object can be sampled
- * (sampling never switched on) and size checks are off, a small object's
- * class follows from its size (ma_sized_needs_lookup says otherwise). */
-MA_INLINE bool free_sized_fast(void *p, size_t size)
-{
-    if (unlikely(size > SC_LOOKUP_MAXCLASS || p == NULL || ma_load_relaxed(&ma_sized_needs_lookup)))
-        return false;
-    const sc_lookup_t *lk = sc_lookup(size);
-    tsd_t TSD_SEG *tsd = tsd_fast();
-    if (unlikely(!cache_bin_push_seg(tsd_bin_at(tsd, (intptr_t)lk->bin_off), p)))
-        return false;
-    tsd->thread_deallocated += lk->usize;
     return true;
 }
 

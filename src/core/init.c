@@ -83,9 +83,7 @@ bool ma_init_hard(void)
     conf_init();
     ma_ncpus = count_cpus();
     unsigned narenas = opt_narenas != 0 ? opt_narenas : 4 * ma_ncpus;
-    rtree_fastmap_boot();
     tsd_prof_active_init = opt_prof_thread_active_init;
-    ma_sized_needs_lookup = opt_check_sized;
     if (opt_lg_prof_interval >= 0) {
         uint64_t interval = (uint64_t)1 << MA_MIN(opt_lg_prof_interval, 62);
         te_periodic_interval = MA_MIN(interval, TE_PERIODIC_INTERVAL_MAX);
@@ -117,9 +115,6 @@ __attribute__((constructor)) static void ma_init_at_load(void)
 
 void ma_prof_update(void)
 {
-    /* Once anything may be sampled, sized frees must look objects up. */
-    if (ma_load_acquire(&prof_active))
-        ma_store_release(&ma_sized_needs_lookup, true);
     te_sample_configure(ma_load_acquire(&prof_active), ma_load_acquire(&prof_lg_sample), opt_prof_seed);
     /* The calling thread takes the new setting at once. */
     tsd_t *tsd = tsd_get();

@@ -122,7 +122,7 @@ MA_EXPORT void dallocx(void *p, int flags)
 
 MA_EXPORT void sdallocx(void *p, size_t size, int flags)
 {
-    if (likely(flags == 0) && likely(free_sized_fast(p, size)))
+    if (likely(flags == 0) && likely(!opt_check_sized) && likely(free_fast(p)))
         return;
     ma_sdalloc_slow(p, size, flags_align(flags), flags, "sdallocx");
 }

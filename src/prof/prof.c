@@ -3,9 +3,14 @@
  */
 #include "prof.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "../arena/pages.h"
+#include "prof_scratch.h"
 #include "prof_table.h"
 
 bool opt_prof;
@@ -21,12 +26,16 @@ char opt_prof_prefix[PROF_PREFIX_MAX] = "jeprof";
 uint64_t opt_prof_seed;
 unsigned opt_prof_bt = PROF_BT_GCC;
 unsigned opt_prof_bt_max = 128;
+unsigned opt_prof_format = PROF_FORMAT_TEXT;
+
+const char *const prof_format_names[] = {"text", "pprof", "folded", "svg", NULL};
 
 bool prof_active;
 unsigned prof_lg_sample = 19;
 bool prof_gdump_on;
 uint64_t prof_nskipped;
 uint64_t prof_nsamples;
+unsigned prof_format = PROF_FORMAT_TEXT;
 
 /* The sampled region: small sampled objects get page runs here. Its chunks
  * are madvised MADV_NOHUGEPAGE once each, when mapped, so every sample has
@@ -36,6 +45,13 @@ static extent_pool_t sampled_pool;
 static size_t sampled_small_bytes;
 static bool bt_warm;
 static ma_mutex_t active_lock = MA_MUTEX_INITIALIZER;
+
+/* Live sampled extents (those with a record), for residency: linked
+ * through lru_prev / lru_next, which the extent layer uses only while an
+ * extent is free; unlinked before the extent is freed. */
+static ma_mutex_t live_lock = MA_MUTEX_INITIALIZER;
+static extent_t *live_head;
+static size_t live_count;
 
 void prof_bt_boot(void);
 void prof_dump_boot(void);
@@ -50,6 +66,7 @@ bool prof_boot(void)
     prof_lg_sample = opt_lg_prof_sample;
     prof_gdump_on = opt_prof && opt_prof_gdump;
     prof_active = opt_prof && opt_prof_active;
+    prof_format = opt_prof_format;
     return true;
 }
 
@@ -81,6 +98,7 @@ void prof_reset(unsigned lg_sample)
     prof_weights_prepare(lg_sample);
     ma_store_release(&prof_lg_sample, lg_sample);
     prof_table_reset_accum();
+    prof_peak_restart();
     ma_mutex_unlock(&active_lock);
 }
 
@@ -115,6 +133,16 @@ void *prof_alloc_sampled(arena_t *arena, size_t usize, size_t align, bool zero, 
     e->sampled = true;
     e->prof = rec;
     extent_set_szind(e, szind, RTREE_SAMPLED);
+    if (rec != NULL) {
+        ma_mutex_lock(&live_lock);
+        e->lru_prev = NULL;
+        e->lru_next = live_head;
+        if (live_head != NULL)
+            live_head->lru_prev = e;
+        live_head = e;
+        live_count++;
+        ma_mutex_unlock(&live_lock);
+    }
     return p;
 }
 
@@ -122,8 +150,19 @@ void prof_free_sampled(void *p, extent_t *e)
 {
     (void)p;
     prof_rec_t *rec = e->prof;
-    if (rec != NULL)
+    if (rec != NULL) {
+        ma_mutex_lock(&live_lock);
+        if (e->lru_prev != NULL)
+            e->lru_prev->lru_next = e->lru_next;
+        else
+            live_head = e->lru_next;
+        if (e->lru_next != NULL)
+            e->lru_next->lru_prev = e->lru_prev;
+        e->lru_prev = e->lru_next = NULL;
+        live_count--;
+        ma_mutex_unlock(&live_lock);
         prof_table_unrecord(rec);
+    }
     if (e->pool == &sampled_pool) {
         ma_fetch_sub(&sampled_small_bytes, sc_index2size(e->szind));
         extent_dalloc(&sampled_pool, e);
@@ -170,17 +209,105 @@ void prof_totals_get(prof_totals_t *t)
     t->sampled_small_bytes = ma_load_relaxed(&sampled_small_bytes);
 }
 
-/* Lock order: active, dump, table stripes, weights, the sampled region. */
+/* ---------------------------------------------------------------------
+ * Residency: which pages of the live sampled objects are in RAM or in
+ * swap, from /proc/self/pagemap (bit 63 present, bit 62 swapped; readable
+ * without privileges). Each object has pages of its own, so its bytes on
+ * resident pages are its resident bytes.
+ */
+
+typedef struct resid_obj {
+    uint64_t addr, size;
+    prof_rec_t *rec;
+} resid_obj_t;
+
+static int resid_cmp(const void *a, const void *b, void *ctx)
+{
+    (void)ctx;
+    uint64_t x = ((const resid_obj_t *)a)->addr, y = ((const resid_obj_t *)b)->addr;
+    return x < y ? -1 : x > y;
+}
+
+static void resid_zero_visit(const prof_stack_t *s, void *arg)
+{
+    (void)arg;
+    for (prof_rec_t *r = s->recs; r != NULL; r = r->next)
+        r->resident = r->swapped = 0;
+}
+
+#define PAGEMAP_WINDOW 512
+
+bool prof_residency_collect(void)
+{
+    prof_table_foreach(resid_zero_visit, NULL);
+    int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    prof_scratch_t sc;
+    prof_scratch_init(&sc);
+    resid_obj_t *v = NULL;
+    size_t n = 0;
+    /* Copy the list under the lock (no system call while it is held). */
+    for (int attempt = 0; attempt < 4; attempt++) {
+        size_t cap = ma_load_relaxed(&live_count) + 256 + ((size_t)attempt << 12);
+        v = prof_scratch_alloc(&sc, cap * sizeof(resid_obj_t));
+        if (v == NULL)
+            break;
+        ma_mutex_lock(&live_lock);
+        bool fits = live_count <= cap;
+        if (fits) {
+            for (extent_t *e = live_head; e != NULL; e = e->lru_next)
+                v[n++] = (resid_obj_t){e->addr, sc_index2size(e->szind), e->prof};
+        }
+        ma_mutex_unlock(&live_lock);
+        if (fits)
+            break;
+    }
+    prof_sort(v, n, sizeof(resid_obj_t), resid_cmp, NULL);
+    uint64_t os_page = pages_os_page_size();
+    uint64_t win[PAGEMAP_WINDOW], win_first = 0, win_n = 0;
+    bool ok = v != NULL;
+    for (size_t i = 0; i < n && ok; i++) {
+        uint64_t a = v[i].addr, end = a + v[i].size;
+        while (a < end) {
+            uint64_t pg = a / os_page;
+            if (pg < win_first || pg >= win_first + win_n) {
+                ssize_t got = pread(fd, win, sizeof(win), (off_t)(pg * 8));
+                if (got < 8) {
+                    ok = false;
+                    break;
+                }
+                win_first = pg;
+                win_n = (uint64_t)got / 8;
+            }
+            uint64_t ent = win[pg - win_first];
+            uint64_t next = MA_MIN(end, (pg + 1) * os_page), bytes = next - a;
+            if (ent & ((uint64_t)1 << 63))
+                v[i].rec->resident += bytes;
+            else if (ent & ((uint64_t)1 << 62))
+                v[i].rec->swapped += bytes;
+            a = next;
+        }
+    }
+    close(fd);
+    prof_scratch_free(&sc);
+    return ok;
+}
+
+/* Lock order: active, dump, table stripes, weights, the sampled region,
+ * the live list. */
 void prof_prefork(void)
 {
     ma_mutex_prefork(&active_lock);
     prof_dump_prefork();
     prof_table_prefork();
     extent_pool_prefork(&sampled_pool);
+    ma_mutex_prefork(&live_lock);
 }
 
 void prof_postfork_parent(void)
 {
+    ma_mutex_postfork_parent(&live_lock);
     extent_pool_postfork_parent(&sampled_pool);
     prof_table_postfork_parent();
     prof_dump_postfork_parent();
@@ -189,6 +316,7 @@ void prof_postfork_parent(void)
 
 void prof_postfork_child(void)
 {
+    ma_mutex_postfork_child(&live_lock);
     extent_pool_postfork_child(&sampled_pool);
     prof_table_postfork_child();
     prof_dump_postfork_child();

@@ -28,6 +28,14 @@
 
 enum prof_bt_kind { PROF_BT_GCC = 0, PROF_BT_FP = 1 };
 
+/* What a dump writes (prof_format / prof.format), see doc/profiling.md:
+ *   text    the gperftools heap format (raw counts; jeprof, pprof)   .heap
+ *   pprof   gzipped profile.proto, unbiased, with function names     .pb.gz
+ *   folded  folded stacks of unbiased live bytes (flame graphs)      .folded
+ *   svg     a self-contained SVG flame graph of the live heap        .svg */
+enum prof_format { PROF_FORMAT_TEXT = 0, PROF_FORMAT_PPROF, PROF_FORMAT_FOLDED, PROF_FORMAT_SVG, PROF_FORMAT_COUNT };
+extern const char *const prof_format_names[]; /* by enum value, NULL-terminated */
+
 /* Options (MYALLOC_CONF / malloc_conf; see src/core/conf.c). */
 extern bool opt_prof;                 /* profiling armed at startup */
 extern bool opt_prof_active;          /* ... and sampling at startup */
@@ -42,6 +50,7 @@ extern char opt_prof_prefix[PROF_PREFIX_MAX];
 extern uint64_t opt_prof_seed;
 extern unsigned opt_prof_bt;          /* enum prof_bt_kind */
 extern unsigned opt_prof_bt_max;
+extern unsigned opt_prof_format;      /* enum prof_format */
 
 /* Run-time state. */
 extern bool prof_active;              /* sampling on (prof.active) */
@@ -49,6 +58,7 @@ extern unsigned prof_lg_sample;       /* current R (prof.lg_sample) */
 extern bool prof_gdump_on;            /* prof.gdump */
 extern uint64_t prof_nskipped;        /* samples that could not be recorded */
 extern uint64_t prof_nsamples;        /* samples recorded */
+extern unsigned prof_format;          /* format of every dump (prof.format) */
 
 /* Under the init lock: options into state, tables, the sampled region. */
 bool prof_boot(void);
@@ -72,9 +82,13 @@ void prof_free_sampled(void *p, extent_t *e);
  * number of frames written (at most max). */
 unsigned prof_backtrace(void **frames, unsigned max, void *caller);
 
-/* Dumps. filename NULL: <prefix>.<pid>.<seq>.<kind>.heap. Returns 0 or an
- * errno value. */
+/* Dumps, in the current prof_format. filename NULL:
+ * <prefix>.<pid>.<seq>.<kind>.<suffix> (suffix heap, pb.gz, folded or svg).
+ * Returns 0 or an errno value. */
 int prof_dump(const char *filename, char kind);
+/* The same for the peak profile: the live samples as they were at the
+ * highest sampled live size seen (kind 'p'). */
+int prof_dump_peak(const char *filename);
 /* Forget all samples' cumulative counts and start over with R = 2^lg (live
  * objects stay counted, under the R they were sampled with). */
 void prof_reset(unsigned lg_sample);

@@ -37,6 +37,43 @@ static uint64_t stack_hash(void *const *frames, unsigned depth)
     return h;
 }
 
+/* ---------------------------------------------------------------------
+ * The peak. A new maximum of the sampled live size starts a new epoch;
+ * records keep their live count of the epoch's start lazily (peak_save,
+ * under the stripe lock, before any change), so taking the snapshot is
+ * O(1) and the peak is exact: the state right after the sample that made
+ * the maximum. Records are read under their stripe locks at dump time; a
+ * dump that races with a new maximum may mix the two peaks' states.
+ */
+uint64_t prof_peak_epoch = 1, prof_peak_bytes, prof_live_bytes;
+
+MA_INLINE void peak_save(prof_rec_t *r)
+{
+    uint64_t e = ma_load_acquire(&prof_peak_epoch);
+    if (r->peak_epoch != e) {
+        r->peak_live = r->live;
+        r->peak_epoch = e;
+    }
+}
+
+static void peak_add(uint64_t wbytes)
+{
+    uint64_t now = ma_fetch_add(&prof_live_bytes, wbytes) + wbytes;
+    uint64_t peak = ma_load_relaxed(&prof_peak_bytes);
+    while (now > peak) {
+        if (ma_cas(&prof_peak_bytes, &peak, now)) {
+            ma_fetch_add(&prof_peak_epoch, 1);
+            break;
+        }
+    }
+}
+
+void prof_peak_restart(void)
+{
+    ma_store_release(&prof_peak_bytes, ma_load_relaxed(&prof_live_bytes));
+    ma_fetch_add(&prof_peak_epoch, 1);
+}
+
 prof_rec_t *prof_table_record(void *const *frames, unsigned depth, unsigned szind, unsigned lg_sample)
 {
     uint64_t h = stack_hash(frames, depth);
@@ -67,12 +104,15 @@ prof_rec_t *prof_table_record(void *const *frames, unsigned depth, unsigned szin
         r->stack = s;
         r->szind = (uint16_t)szind;
         r->lg_sample = (uint8_t)lg_sample;
+        r->wbytes = (uint64_t)llround((double)sc_index2size(szind) * prof_weight(szind, lg_sample));
         r->next = s->recs;
         s->recs = r;
     }
+    peak_save(r);
     r->live++;
     r->accum++;
     ma_mutex_unlock(lock);
+    peak_add(r->wbytes);
     return r;
 fail:
     ma_mutex_unlock(lock);
@@ -83,8 +123,10 @@ void prof_table_unrecord(prof_rec_t *rec)
 {
     ma_mutex_t *lock = stripe_of(rec->stack->hash);
     ma_mutex_lock(lock);
+    peak_save(rec);
     rec->live--;
     ma_mutex_unlock(lock);
+    ma_fetch_sub(&prof_live_bytes, rec->wbytes);
 }
 
 void prof_table_foreach(prof_visit_fn *fn, void *arg)

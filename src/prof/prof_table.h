@@ -34,6 +34,16 @@ struct prof_rec {
     uint8_t lg_sample;
     uint64_t live;
     uint64_t accum;
+    /* The peak: live as it was at the last new maximum of the sampled live
+     * size (peak epoch E), saved lazily: the first change of a record after
+     * E began copies live into peak_live and sets peak_epoch = E, so a
+     * record with peak_epoch != E still has its peak value in live. */
+    uint64_t peak_live;
+    uint64_t peak_epoch;
+    uint64_t wbytes;           /* one sample's unbiased bytes, usize * w, rounded */
+    /* Dump-time scratch, written and read under the dump lock only: bytes
+     * of this record's live sampled objects on resident / swapped pages. */
+    uint64_t resident, swapped;
 };
 
 /* Count one sampled object; NULL when metadata memory is exhausted. */
@@ -48,6 +58,20 @@ void prof_table_foreach(prof_visit_fn *fn, void *arg);
 
 /* Zero every record's cumulative count. */
 void prof_table_reset_accum(void);
+
+/* The peak of the sampled live size (the sum of wbytes over live samples,
+ * an unbiased estimate of the live heap): prof_peak_epoch counts new
+ * maxima; prof_peak_bytes is the latest one; prof_live_bytes the current
+ * value. A new maximum costs an atomic add and a compare per sample. */
+extern uint64_t prof_peak_epoch, prof_peak_bytes, prof_live_bytes;
+/* Live count of rec at the peak whose epoch is epoch (under rec's stripe
+ * lock, i.e. inside prof_table_foreach). */
+MA_INLINE uint64_t prof_rec_peak_live(const prof_rec_t *r, uint64_t epoch)
+{
+    return r->peak_epoch == epoch ? r->peak_live : r->live;
+}
+/* Start the peak over at the current state (prof.reset). */
+void prof_peak_restart(void);
 
 void prof_table_boot(void);
 

@@ -13,14 +13,16 @@ size_t tcache_opt_max = (size_t)32 << 10;
 size_t tcache_maxclass;
 unsigned tcache_nbins;
 
-static uint16_t bin_nslots[TCACHE_NBINS_LIMIT];
-static uint8_t bin_lg_fill_init[TCACHE_NBINS_LIMIT]; /* first fills ~ one slab */
+static uint16_t bin_nslots[TCACHE_NBINS_LIMIT];     /* reserved: the largest capacity */
+static uint16_t bin_cap_init[TCACHE_NBINS_LIMIT];
 static uint8_t bin_lg_fill_max[TCACHE_NBINS_LIMIT];  /* fills of one object */
 static size_t stack_slots;          /* slots per thread block, incl. the spare */
 static base_cache_t stack_blocks;   /* recycled blocks of exited threads */
 static void *disabled_slot;         /* what a disabled bin points at */
 
-unsigned tcache_bin_lg_fill_init(unsigned ind) { return bin_lg_fill_init[ind]; }
+unsigned tcache_bin_cap_init(unsigned ind) { return bin_cap_init[ind]; }
+unsigned tcache_bin_cap_max(unsigned ind) { return bin_nslots[ind]; }
+unsigned tcache_bin_lg_fill_init(unsigned ind) { (void)ind; return 1; }
 unsigned tcache_bin_lg_fill_max(unsigned ind) { return bin_lg_fill_max[ind]; }
 
 bool tcache_boot(void)
@@ -39,27 +41,24 @@ bool tcache_boot(void)
     tcache_maxclass = sc_index2size(nbins - 1);
     size_t total = 0;
     for (unsigned i = 0; i < nbins; i++) {
-        unsigned n, first_fill;
+        unsigned n, init;
         if (i < SC_NBINS) {
-            n = (unsigned)MA_MAX(2 * sc_bin_info[i].nregs, TCACHE_BIN_BYTES / sc_index2size(i));
-            n = MA_MAX(n, TCACHE_NSLOTS_MIN);
-            n = MA_MIN(n, TCACHE_NSLOTS_SMALL_MAX);
-            first_fill = MA_MAX(sc_bin_info[i].nregs, 1);
+            unsigned twice = 2 * sc_bin_info[i].nregs;
+            n = (unsigned)MA_MAX(twice, TCACHE_BIN_BYTES / sc_index2size(i));
+            n = MA_MIN(MA_MAX(n, TCACHE_NSLOTS_MIN), TCACHE_NSLOTS_SMALL_MAX);
+            init = MA_MIN(MA_MAX(twice, TCACHE_NSLOTS_MIN), TCACHE_NSLOTS_INIT_MAX);
+            init = MA_MIN(init, n);
         } else {
-            n = TCACHE_NSLOTS_LARGE;
-            first_fill = 1;
+            n = init = TCACHE_NSLOTS_LARGE;
         }
         bin_nslots[i] = (uint16_t)n;
+        bin_cap_init[i] = (uint16_t)init;
         bin_lg_fill_max[i] = (uint8_t)ma_lg_floor(n);
-        /* The largest divisor whose fill is still at least one slab. */
-        unsigned lg = 1;
-        while (lg < bin_lg_fill_max[i] && (n >> (lg + 1)) >= first_fill)
-            lg++;
-        bin_lg_fill_init[i] = (uint8_t)lg;
         total += n;
     }
     stack_slots = total + 1;
-    stack_blocks.size = stack_slots * sizeof(void *);
+    /* The block also holds the remote-free buffer: pointers, then slabs. */
+    stack_blocks.size = (stack_slots + 2 * TCACHE_REMOTE_MAX) * sizeof(void *);
     stack_blocks.align = MA_CACHELINE;
     return true;
 }
@@ -93,6 +92,11 @@ static void bin_disable(cache_bin_t *b)
     b->nrequests = 0;
 }
 
+static void bin_set_cap(cache_bin_t *b, unsigned cap)
+{
+    b->full = cache_bin_bits(cache_bin_empty_pos(b) - cap);
+}
+
 static void bins_enable(tsd_t *tsd)
 {
     void **pos = tsd->stack_block;
@@ -102,14 +106,15 @@ static void bins_enable(tsd_t *tsd)
             bin_disable(b);
             continue;
         }
-        b->full = cache_bin_bits(pos);
         pos += bin_nslots[i];
         b->head = pos;
         b->low_water = b->empty = cache_bin_bits(pos);
+        bin_set_cap(b, bin_cap_init[i]);
         b->usize = sc_index2size(i) <= UINT16_MAX ? (uint16_t)sc_index2size(i) : 0;
         b->nrequests = 0;
-        tsd->lg_fill_div[i] = bin_lg_fill_init[i];
+        tsd->lg_fill_div[i] = 1;
         tsd->ran_empty[i] = 0;
+        tsd->flushed[i] = 0;
     }
 }
 
@@ -130,8 +135,54 @@ bool tcache_init(tsd_t *tsd)
     if (tsd->stack_block == NULL)
         return true; /* no cache, still a working thread */
     tsd->tcache_enabled = true;
+    tsd->remote_ptrs = tsd->stack_block + stack_slots;
+    tsd->remote_slabs = (extent_t **)(tsd->remote_ptrs + TCACHE_REMOTE_MAX);
+    tsd->nremote = 0;
     bins_enable(tsd);
     return true;
+}
+
+void tcache_remote_push(tsd_t *tsd, void *p, extent_t *slab)
+{
+    if (tsd->nremote == TCACHE_REMOTE_MAX)
+        tcache_remote_flush(tsd);
+    tsd->remote_ptrs[tsd->nremote] = p;
+    tsd->remote_slabs[tsd->nremote] = slab;
+    tsd->nremote++;
+}
+
+void tcache_remote_flush(tsd_t *tsd)
+{
+    unsigned n = tsd->nremote;
+    void **ptrs = tsd->remote_ptrs;
+    extent_t **slabs = tsd->remote_slabs;
+    /* Still slabs of their class? (A pointer freed twice may have had its
+     * slab emptied and released meanwhile.) */
+    for (unsigned i = 0; i < n; i++) {
+        rtree_elm_t elm = rtree_lookup((uintptr_t)ptrs[i]);
+        if (unlikely(!(elm & RTREE_SLAB) || rtree_elm_extent(elm) != slabs[i]))
+            ma_fatal("free(): double free or invalid pointer %p", ptrs[i]);
+    }
+    /* One class at a time: gather it at the front, return it, go on. */
+    while (n > 0) {
+        unsigned ind = slabs[0]->szind, k = 0;
+        for (unsigned i = 0; i < n; i++) {
+            if (slabs[i]->szind != ind)
+                continue;
+            void *p = ptrs[i];
+            extent_t *s = slabs[i];
+            ptrs[i] = ptrs[k];
+            slabs[i] = slabs[k];
+            ptrs[k] = p;
+            slabs[k] = s;
+            k++;
+        }
+        arena_dalloc_small_batch(ind, ptrs, slabs, k);
+        memmove(ptrs, ptrs + k, (n - k) * sizeof(void *));
+        memmove(slabs, slabs + k, (n - k) * sizeof(extent_t *));
+        n -= k;
+    }
+    tsd->nremote = 0;
 }
 
 /* Flush the nflush oldest items of bin ind (those next to `empty`). */
@@ -199,7 +250,15 @@ void *tcache_alloc_hard(tsd_t *tsd, unsigned ind)
          * the arena counts as a request itself). */
         return arena_malloc_large(tsd_arena(tsd), sc_index2size(ind), PAGE, false);
     }
-    unsigned nfill = cache_bin_ncached_max(b) >> tsd->lg_fill_div[ind];
+    /* Overflowed and flushed, and now empty again, since the last GC step:
+     * the bin is too small for what this thread cycles through. */
+    unsigned cap = cache_bin_ncached_max(b);
+    if (tsd->flushed[ind] && cap < bin_nslots[ind]) {
+        cap = MA_MIN(2 * cap, bin_nslots[ind]);
+        bin_set_cap(b, cap);
+        tsd->flushed[ind] = 0;
+    }
+    unsigned nfill = cap >> tsd->lg_fill_div[ind];
     if (nfill == 0)
         nfill = 1;
     unsigned got = arena_fill_small(tsd_arena(tsd), ind, empty - nfill, nfill);
@@ -220,6 +279,7 @@ void *tcache_alloc_hard(tsd_t *tsd, unsigned ind)
 void tcache_dalloc_hard(tsd_t *tsd, unsigned ind, void *p)
 {
     cache_bin_t *b = &tsd->bins[ind];
+    tsd->flushed[ind] = 1;
     bin_flush_oldest(tsd, ind, cache_bin_ncached_max(b) - cache_bin_ncached_max(b) / 2);
     bool pushed = cache_bin_push_fast(b, p);
     (void)pushed; /* there is room after the flush */
@@ -232,24 +292,31 @@ void tcache_gc_step(tsd_t *tsd)
     unsigned ind = tsd->gc_cursor;
     tsd->gc_cursor = ind + 1 >= tsd->tcache_nbins ? 0 : ind + 1;
     cache_bin_t *b = &tsd->bins[ind];
-    unsigned lw = cache_bin_low_water_count(b);
+    unsigned lw = cache_bin_low_water_count(b), cap = cache_bin_ncached_max(b);
     if (lw > 0) {
         /* Unused since the last step: give back 3/4 of it, fill less. */
         bin_flush_oldest(tsd, ind, lw - lw / 4);
+        /* Mostly unused: a grown bin shrinks back towards its start. */
+        if (lw >= cap / 2 && cap > bin_cap_init[ind] && cache_bin_ncached(b) <= cap / 2)
+            bin_set_cap(b, MA_MAX(cap / 2, bin_cap_init[ind]));
         if (tsd->lg_fill_div[ind] < bin_lg_fill_max[ind])
             tsd->lg_fill_div[ind]++;
     } else if (tsd->ran_empty[ind] && tsd->lg_fill_div[ind] > 1) {
         tsd->lg_fill_div[ind]--; /* it kept running dry: fill more */
     }
     tsd->ran_empty[ind] = 0;
+    tsd->flushed[ind] = 0;
     b->low_water = cache_bin_bits(b->head);
     bin_merge_requests(tsd, ind);
+    if (tsd->nremote != 0)
+        tcache_remote_flush(tsd);
 }
 
 void tcache_flush(tsd_t *tsd)
 {
     if (!tsd->tcache_enabled)
         return;
+    tcache_remote_flush(tsd);
     for (unsigned i = 0; i < tsd->tcache_nbins; i++) {
         bin_flush_oldest(tsd, i, cache_bin_ncached(&tsd->bins[i]));
         bin_merge_requests(tsd, i);

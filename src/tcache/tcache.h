@@ -3,12 +3,20 @@
  *
  * Per class up to tcache_max, a cache_bin filled from the arena's bin in
  * batches and flushed in batches (one lock per bin touched, not per
- * object). Capacity per small class: TCACHE_BIN_BYTES worth of objects (at
- * least two slabs' worth), clamped to [TCACHE_NSLOTS_MIN,
- * TCACHE_NSLOTS_SMALL_MAX], so that a program's working batch of a class
- * stays in its cache; per large class TCACHE_NSLOTS_LARGE. A fill starts at
- * about one slab's worth and grows (by the GC step) while the bin keeps
- * running empty; what stays unused is flushed by the GC.
+ * object).
+ *
+ * Capacity adapts per thread and class. A small bin starts at twice its
+ * slab's regions, clamped to [TCACHE_NSLOTS_MIN, TCACHE_NSLOTS_INIT_MAX]
+ * (jemalloc's sizing), and doubles each time it thrashes, that is, when it
+ * must refill after having overflowed and flushed since the last GC step,
+ * up to TCACHE_BIN_BYTES of objects (at least two slabs, at most
+ * TCACHE_NSLOTS_SMALL_MAX): a working batch that a thread allocates and
+ * frees again ends up cached whole. A thread that only frees (a consumer,
+ * or frees of other threads' objects) never refills, so its bins stay small
+ * and remote objects go back to their slabs instead of being reused here.
+ * The GC step halves a bin that stays mostly unused. Large classes keep
+ * TCACHE_NSLOTS_LARGE. A fill takes half the current capacity; the GC step
+ * makes fills smaller for bins that idle and larger for bins that run dry.
  */
 #ifndef MYALLOC_TCACHE_H
 #define MYALLOC_TCACHE_H
@@ -16,10 +24,12 @@
 #include "tsd.h"
 
 #define TCACHE_NSLOTS_MIN        20
+#define TCACHE_NSLOTS_INIT_MAX   200
 #define TCACHE_NSLOTS_SMALL_MAX  2048
 #define TCACHE_NSLOTS_LARGE      20
 #define TCACHE_BIN_BYTES         ((size_t)64 << 10)
 #define TCACHE_FLUSH_BATCH       256   /* objects per arena call when flushing */
+#define TCACHE_REMOTE_MAX        128   /* remote frees buffered before going home */
 
 /* Options (set before tcache_boot). */
 extern bool tcache_opt_enabled;
@@ -39,6 +49,11 @@ void *tcache_alloc_hard(tsd_t *tsd, unsigned ind);
 /* Push p into bin ind after a fast-path miss (flushing half when full). */
 void tcache_dalloc_hard(tsd_t *tsd, unsigned ind, void *p);
 
+/* A small object of another arena, freed by this thread: buffered (never
+ * handed out here) and returned to its arena in batches. */
+void tcache_remote_push(tsd_t *tsd, void *p, extent_t *slab);
+void tcache_remote_flush(tsd_t *tsd);
+
 /* Add this thread's cache-hit counts to its arena's statistics. */
 void tcache_merge_stats(tsd_t *tsd);
 
@@ -49,8 +64,10 @@ void tcache_set_enabled(tsd_t *tsd, bool enabled);
 /* One incremental GC step (one bin, round robin). */
 void tcache_gc_step(tsd_t *tsd);
 
-/* A bin's first lg_fill_div (its first fill is about one slab) and the
+/* A bin's starting and largest capacity, and its first lg_fill_div and the
  * largest (fills of one object). */
+unsigned tcache_bin_cap_init(unsigned ind);
+unsigned tcache_bin_cap_max(unsigned ind);
 unsigned tcache_bin_lg_fill_init(unsigned ind);
 unsigned tcache_bin_lg_fill_max(unsigned ind);
 

@@ -28,7 +28,9 @@ static void tsd_cleanup(void *arg)
         tsd_exit_hook(tsd);
     tcache_destroy(tsd);
     arena_thread_leave(tsd->arena);
-    /* tsd->arena stays: late frees and mallocs of other destructors use it. */
+    /* tsd->arena stays: late frees and mallocs of other destructors use it;
+     * they no longer take the fast path. */
+    tsd->fastmap_npages = 0;
 }
 
 bool tsd_boot(void)
@@ -55,7 +57,7 @@ tsd_t *tsd_fetch_slow(void)
      * TSD_INITIALIZING and takes the minimal path. */
     pthread_setspecific(tsd_key, tsd);
     if (tsd->arena == NULL)
-        tsd->arena = arena_choose();
+        tsd_set_arena(tsd, arena_choose());
     tcache_init(tsd);
     te_init(tsd);
     tsd->prof_thread_active = tsd_prof_active_init;

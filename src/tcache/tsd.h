@@ -37,13 +37,18 @@ enum tsd_state {
  *   every push, and pops are never reached since next_event == 0.
  * - thread_allocated / thread_deallocated count usable bytes, monotonic.
  * - bin_none is never written: zero, so (uint16)head == full, always full.
+ * - fastmap / fastmap_npages are those of `arena` (0 while there is none), so
+ *   free's fast path caches only objects of this thread's own arena; the
+ *   others (remote frees) go to the remote buffer and back to their arena.
  */
 typedef struct tsd {
     /* --- fast line --- */
     uint64_t thread_allocated;
     uint64_t next_event;
     uint64_t thread_deallocated;
-    uint64_t unused_;
+    uint8_t *fastmap;           /* this thread's arena's fast map (rtree.h) */
+    uintptr_t fastmap_npages;   /* its bound; 0 when there is none */
+    uint64_t pad_[3];           /* bins start 32-byte aligned */
     /* bin_none + (class + 1) is bins[class]. free's fast path indexes from
      * here with the fast map's byte, so a 0 byte (not a slab) lands on
      * bin_none, which stays all-zero and therefore always full: the push
@@ -61,7 +66,11 @@ typedef struct tsd {
     void **stack_block;
     te_state_t te;
     uint8_t lg_fill_div[TCACHE_NBINS_LIMIT];
-    uint8_t ran_empty[TCACHE_NBINS_LIMIT];
+    uint8_t ran_empty[TCACHE_NBINS_LIMIT];  /* refilled since the last GC step */
+    uint8_t flushed[TCACHE_NBINS_LIMIT];    /* overflowed since the last GC step */
+    void **remote_ptrs;         /* remote frees waiting to go home ... */
+    extent_t **remote_slabs;    /* ... and their slabs (in stack_block) */
+    unsigned nremote;
     void *prof;                 /* the profiler's per-thread record */
     bool prof_thread_active;
     char prof_thread_name[64];
@@ -106,12 +115,19 @@ MA_INLINE cache_bin_t TSD_SEG *tsd_bin_at(tsd_t TSD_SEG *tsd, intptr_t off)
     return (cache_bin_t TSD_SEG *)((char TSD_SEG *)tsd->bins + off);
 }
 
+/* Bind the thread to arena a (its fast map included). */
+MA_INLINE void tsd_set_arena(tsd_t *tsd, arena_t *a)
+{
+    tsd->arena = a;
+    tsd->fastmap = a != NULL ? a->fastmap.map : NULL;
+    tsd->fastmap_npages = a != NULL ? a->fastmap.npages : 0;
+}
+
 /* The arena this thread allocates from (bound on first use). */
 MA_INLINE arena_t *tsd_arena(tsd_t *tsd)
 {
-    if (unlikely(tsd->arena == NULL)) {
-        tsd->arena = arena_choose();
-    }
+    if (unlikely(tsd->arena == NULL))
+        tsd_set_arena(tsd, arena_choose());
     return tsd->arena;
 }
 
