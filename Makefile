@@ -4,6 +4,7 @@
 #   make run             the demo: a program profiled on myalloc, its sites next to the truth
 #   make test            the whole test suite (what CI runs)
 #   make check-real      real programs under LD_PRELOAD, compared with the system malloc
+#   make check-redis     redis-server (a jemalloc client) on myalloc: benchmark, INFO, MEMORY
 #   make bench           speed and memory against glibc, jemalloc, tcmalloc, mimalloc
 #   make bench-instr     callgrind instruction counts per malloc+free pair
 #   make fuzz            libFuzzer targets for the option and mallctl-name parsers
@@ -115,10 +116,14 @@ unit: criterion lib
 	@echo "== again with $(ALT_CONFIG)"
 	@$(MAKE) --no-print-directory $(ALT_CONFIG) unit-config
 
-test: unit check-real
+test: unit check-real check-redis
 
 check-real: lib
 	@tools/check-real.sh
+
+.PHONY: check-redis
+check-redis: lib
+	@tools/check-redis.sh
 
 bench: lib
 	@bench/run.sh

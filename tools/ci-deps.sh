@@ -2,7 +2,9 @@
 # Install what tools/check-real.sh (make check-real) needs on a fresh Debian
 # machine: sqlite3, git, gcc, g++, make, python3 with its test suite
 # (Debian ships /usr/lib/python3.X/test/test_* in libpython3.X-testsuite),
-# coreutils, diffutils, mawk. Only what is missing is installed, with
+# coreutils, diffutils, mawk; and what tools/check-redis.sh (make
+# check-redis) needs: redis-server and redis-tools (redis-cli,
+# redis-benchmark). Only what is missing is installed, with
 # apt-get, non-interactively and quietly. Meant for CI (.ci/run); check-real
 # itself never installs anything, it reports what is missing as SKIP.
 #
@@ -57,6 +59,9 @@ for t in sort timeout mktemp md5sum seq; do
     have "$t" || { missing="$missing coreutils"; break; }
 done
 [ -x /usr/bin/python3 ] || missing="$missing python3"
+# check-redis: Debian's redis-server (linked against libjemalloc).
+have redis-server || missing="$missing redis-server"
+have redis-cli && have redis-benchmark || missing="$missing redis-tools"
 # gcc without recommends has no C library headers.
 [ -f /usr/include/stdio.h ] || missing="$missing libc6-dev"
 # shellcheck disable=SC2086
@@ -70,11 +75,11 @@ if [ ! -d "/usr/lib/python$pyver/test/test_json" ]; then
 fi
 
 # Check the result: the same things check-real looks for.
-for t in sqlite3 git gcc g++ make awk sort timeout; do
+for t in sqlite3 git gcc g++ make awk sort timeout redis-server redis-cli redis-benchmark; do
     have "$t" || { echo "ci-deps: $t is still missing" >&2; exit 1; }
 done
 if ! /usr/bin/python3 -c 'import test.support, test.libregrtest, test.test_json' 2>/dev/null; then
     echo "ci-deps: /usr/bin/python3's test suite is still missing" >&2
     exit 1
 fi
-echo "ci-deps: check-real's programs are installed"
+echo "ci-deps: check-real's and check-redis's programs are installed"
