@@ -105,11 +105,45 @@ static extent_t *arena_slab_new(arena_t *a, unsigned binind)
     return slab;
 }
 
+bool arena_bin_mail(arena_t *a, unsigned binind, void *first, void *last, unsigned n)
+{
+    bin_t *bin = &a->bins[binind];
+    size_t max = MA_MAX(BIN_MAILBOX_BYTES / sc_bin_info[binind].reg_size, 64);
+    if (ma_load_relaxed(&a->nthreads) == 0 || ma_load_relaxed(&bin->nmailbox) + n > max)
+        return false;
+    void *old = ma_load_relaxed(&bin->mailbox);
+    do {
+        *(void **)last = old;
+    } while (!__atomic_compare_exchange_n(&bin->mailbox, &old, first, true, __ATOMIC_RELEASE,
+                                          __ATOMIC_RELAXED));
+    ma_fetch_add(&bin->nmailbox, n);
+    return true;
+}
+
+/* Under the bin lock, with recycled empty: the mailbox's chains become
+ * recycled, no walk needed. (The count is taken with the list; a pusher
+ * between its CAS and its count only overstates the next count a little.) */
+static void bin_take_mail(bin_t *bin)
+{
+    bin->recycled = __atomic_exchange_n(&bin->mailbox, NULL, __ATOMIC_ACQUIRE);
+    bin->nrecycled = __atomic_exchange_n(&bin->nmailbox, 0, __ATOMIC_RELAXED);
+}
+
 unsigned arena_fill_small(arena_t *a, unsigned binind, void **out, unsigned n)
 {
     bin_t *bin = &a->bins[binind];
     unsigned got = 0;
     ma_mutex_lock(&bin->lock);
+    /* Objects other threads handed back first: no bitmap work at all. */
+    if (bin->recycled == NULL && ma_load_relaxed(&bin->mailbox) != NULL)
+        bin_take_mail(bin);
+    while (got < n && bin->recycled != NULL) {
+        void *p = bin->recycled;
+        bin->recycled = *(void **)p;
+        out[got++] = p;
+    }
+    bin->nrecycled -= got;
+    unsigned from_mail = got;
     while (got < n) {
         extent_t *slab = bin->slabcur;
         if (slab == NULL || slab->nfree == 0) {
@@ -129,8 +163,8 @@ unsigned arena_fill_small(arena_t *a, unsigned binind, void **out, unsigned n)
         }
         got += slab_alloc_batch(slab, binind, out + got, n - got);
     }
-    bin->stats.nmalloc += got;
-    bin->stats.curregs += got;
+    bin->stats.nmalloc += got - from_mail;
+    bin->stats.curregs += got - from_mail;
     bin->stats.nfills++;
     ma_mutex_unlock(&bin->lock);
     return got;
@@ -259,12 +293,29 @@ bool arena_ralloc_large_in_place(extent_t *e, size_t new_usize, bool zero)
 }
 
 /* Each bin keeps its current slab even when empty (so an alloc/free cycle
- * does not make and unmake a slab); a purge gives those back too. */
+ * does not make and unmake a slab); a purge gives those back too, after
+ * returning the mailbox's objects to their slabs. */
 static void arena_release_empty_slabs(arena_t *a)
 {
     for (unsigned b = 0; b < SC_NBINS; b++) {
         bin_t *bin = &a->bins[b];
         ma_mutex_lock(&bin->lock);
+        size_t drained = 0;
+        for (;;) {
+            while (bin->recycled != NULL) {
+                void *p = bin->recycled;
+                bin->recycled = *(void **)p;
+                extent_t *slab = rtree_elm_extent(rtree_lookup((uintptr_t)p));
+                bin_dalloc_locked(bin, b, slab, p);
+                drained++;
+            }
+            if (ma_load_relaxed(&bin->mailbox) == NULL)
+                break;
+            bin_take_mail(bin);
+        }
+        bin->nrecycled = 0;
+        bin->stats.ndalloc += drained;
+        bin->stats.curregs -= drained;
         extent_t *slab = bin->slabcur;
         if (slab != NULL && slab->nfree == sc_bin_info[b].nregs) {
             bin->slabcur = NULL;

@@ -32,13 +32,26 @@ typedef struct bin_stats {
  * nonfull (lowest address first, so memory is reused from low addresses);
  * full slabs are in no structure; a slab that becomes entirely free and is
  * not slabcur is returned to the pool at once.
+ *
+ * The mailbox: objects of this bin freed by threads of other arenas come
+ * back in chains (linked through their first word) pushed without the lock
+ * (one CAS per chain); fills take whole chains into `recycled` (under the
+ * lock) and hand those out before touching a slab. Mailbox and recycled
+ * objects are still allocated as far as the slabs and curregs are
+ * concerned (like objects in a thread cache); purging drains them back.
  */
 typedef struct bin {
     ma_mutex_t lock;
     extent_t *slabcur;
     extent_heap_t nonfull;
+    void *recycled;
+    size_t nrecycled;
     bin_stats_t stats;
+    void *mailbox MA_ALIGNED(MA_CACHELINE); /* written by other threads */
+    size_t nmailbox;
 } MA_ALIGNED(MA_CACHELINE) bin_t;
+
+#define BIN_MAILBOX_BYTES ((size_t)16 << 10) /* beyond, remote frees go to the slabs */
 
 typedef struct large_stats {
     uint64_t nmalloc, ndalloc, nrequests;
@@ -78,6 +91,12 @@ void *arena_malloc_large(arena_t *a, size_t usize, size_t align, bool zero);
 void arena_dalloc_large(extent_t *e);
 /* Resize a large allocation in place to new_usize (a large class). */
 bool arena_ralloc_large_in_place(extent_t *e, size_t new_usize, bool zero);
+
+/* Hand back n objects of class binind of arena a chained first..last
+ * (through their first word; last's link is set here), freed by a thread
+ * of another arena. False, with nothing done, when a's mailbox is full or
+ * a has no thread to use them: then they go to their slabs instead. */
+bool arena_bin_mail(arena_t *a, unsigned binind, void *first, void *last, unsigned n);
 
 /* Record a request served from a thread cache (stats only). */
 void arena_bin_count_requests(arena_t *a, unsigned binind, uint64_t n);

@@ -62,6 +62,8 @@ const conf_option_t conf_options[] = {
      "stack unwinder: gcc (libgcc, works without frame pointers) or fp"},
     {"prof_bt_max", CONF_UNSIGNED, CTL_UNSIGNED, &opt_prof_bt_max, 1, PROF_BT_MAX_LIMIT, NULL,
      "deepest stack recorded, in frames"},
+    {"prof_format", CONF_CHOICE, CTL_STRING, &opt_prof_format, 0, 0, prof_format_names,
+     "format of every dump: text (gperftools heap), pprof (gzipped profile.proto with names), folded, svg"},
 };
 const unsigned conf_noptions = MA_ARRAY_LEN(conf_options);
 

@@ -351,6 +351,28 @@ static int h_prof_dump(ctl_req_t *r, ctl_val_t *out)
     return prof_dump(r->write ? r->in.s : NULL, 'm') == 0 ? 0 : EFAULT;
 }
 
+static int h_prof_dump_peak(ctl_req_t *r, ctl_val_t *out)
+{
+    (void)out;
+    return prof_dump_peak(r->write ? r->in.s : NULL) == 0 ? 0 : EFAULT;
+}
+
+static int h_prof_format(ctl_req_t *r, ctl_val_t *out)
+{
+    out->s = prof_format_names[ma_load_acquire(&prof_format)];
+    if (r->write) {
+        const char *name = r->in.s;
+        for (unsigned i = 0; name != NULL && prof_format_names[i] != NULL; i++) {
+            if (strcmp(name, prof_format_names[i]) == 0) {
+                ma_store_release(&prof_format, i);
+                return 0;
+            }
+        }
+        return EINVAL;
+    }
+    return 0;
+}
+
 static int h_prof_prefix(ctl_req_t *r, ctl_val_t *out)
 {
     (void)out;
@@ -453,6 +475,8 @@ static const ctl_entry_t ctl_table[] = {
     {"prof.active", CTL_BOOL, CTL_RW, h_prof_active, NULL},
     {"prof.thread_active_init", CTL_BOOL, CTL_RW, h_prof_thread_active_init, NULL},
     {"prof.dump", CTL_STRING, CTL_W, h_prof_dump, NULL},
+    {"prof.dump_peak", CTL_STRING, CTL_W, h_prof_dump_peak, NULL},
+    {"prof.format", CTL_STRING, CTL_RW, h_prof_format, NULL},
     {"prof.prefix", CTL_STRING, CTL_W, h_prof_prefix, NULL},
     {"prof.gdump", CTL_BOOL, CTL_RW, h_prof_gdump, NULL},
     {"prof.reset", CTL_SIZE, CTL_W, h_prof_reset, NULL},

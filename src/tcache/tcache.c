@@ -57,8 +57,7 @@ bool tcache_boot(void)
         total += n;
     }
     stack_slots = total + 1;
-    /* The block also holds the remote-free buffer: pointers, then slabs. */
-    stack_blocks.size = (stack_slots + 2 * TCACHE_REMOTE_MAX) * sizeof(void *);
+    stack_blocks.size = stack_slots * sizeof(void *);
     stack_blocks.align = MA_CACHELINE;
     return true;
 }
@@ -100,6 +99,7 @@ static void bin_set_cap(cache_bin_t *b, unsigned cap)
 static void bins_enable(tsd_t *tsd)
 {
     void **pos = tsd->stack_block;
+    tsd->cap_bytes = 0;
     for (unsigned i = 0; i < TCACHE_NBINS_LIMIT; i++) {
         cache_bin_t *b = &tsd->bins[i];
         if (i >= tsd->tcache_nbins) {
@@ -135,54 +135,61 @@ bool tcache_init(tsd_t *tsd)
     if (tsd->stack_block == NULL)
         return true; /* no cache, still a working thread */
     tsd->tcache_enabled = true;
-    tsd->remote_ptrs = tsd->stack_block + stack_slots;
-    tsd->remote_slabs = (extent_t **)(tsd->remote_ptrs + TCACHE_REMOTE_MAX);
-    tsd->nremote = 0;
+    for (unsigned i = 0; i < TCACHE_REMOTE_SLOTS; i++)
+        tsd->remote[i].arena = UINT32_MAX;
     bins_enable(tsd);
     return true;
 }
 
+/* Send one slot's chain home: into the owner bin's mailbox (no lock), or,
+ * when that is full or the arena has no thread left, to the slabs. */
+static void remote_send(struct remote_slot *rs)
+{
+    if (rs->n == 0)
+        return;
+    arena_t *a = arenas[rs->arena];
+    unsigned ind = rs->szind;
+    if (!arena_bin_mail(a, ind, rs->head, rs->tail, rs->n)) {
+        void *ptrs[TCACHE_REMOTE_CHAIN];
+        extent_t *slabs[TCACHE_REMOTE_CHAIN];
+        unsigned k = 0;
+        for (void *p = rs->head; k < rs->n; p = *(void **)p) {
+            rtree_elm_t elm = rtree_lookup((uintptr_t)p);
+            if (unlikely(!(elm & RTREE_SLAB) || rtree_elm_szind(elm) != ind))
+                ma_fatal("free(): double free or invalid pointer %p", p);
+            ptrs[k] = p;
+            slabs[k] = rtree_elm_extent(elm);
+            k++;
+        }
+        arena_dalloc_small_batch(ind, ptrs, slabs, k);
+    }
+    rs->n = 0;
+    rs->head = rs->tail = NULL;
+    rs->arena = UINT32_MAX;
+}
+
 void tcache_remote_push(tsd_t *tsd, void *p, extent_t *slab)
 {
-    if (tsd->nremote == TCACHE_REMOTE_MAX)
-        tcache_remote_flush(tsd);
-    tsd->remote_ptrs[tsd->nremote] = p;
-    tsd->remote_slabs[tsd->nremote] = slab;
-    tsd->nremote++;
+    uint32_t arena = slab->arena_ind, szind = slab->szind;
+    struct remote_slot *rs = &tsd->remote[(arena * 7 + szind) % TCACHE_REMOTE_SLOTS];
+    if (rs->arena != arena || rs->szind != szind) {
+        remote_send(rs);
+        rs->arena = arena;
+        rs->szind = szind;
+    }
+    /* Chains grow at the head, linked through the freed objects. */
+    *(void **)p = rs->head;
+    if (rs->n == 0)
+        rs->tail = p;
+    rs->head = p;
+    if (++rs->n == TCACHE_REMOTE_CHAIN)
+        remote_send(rs);
 }
 
 void tcache_remote_flush(tsd_t *tsd)
 {
-    unsigned n = tsd->nremote;
-    void **ptrs = tsd->remote_ptrs;
-    extent_t **slabs = tsd->remote_slabs;
-    /* Still slabs of their class? (A pointer freed twice may have had its
-     * slab emptied and released meanwhile.) */
-    for (unsigned i = 0; i < n; i++) {
-        rtree_elm_t elm = rtree_lookup((uintptr_t)ptrs[i]);
-        if (unlikely(!(elm & RTREE_SLAB) || rtree_elm_extent(elm) != slabs[i]))
-            ma_fatal("free(): double free or invalid pointer %p", ptrs[i]);
-    }
-    /* One class at a time: gather it at the front, return it, go on. */
-    while (n > 0) {
-        unsigned ind = slabs[0]->szind, k = 0;
-        for (unsigned i = 0; i < n; i++) {
-            if (slabs[i]->szind != ind)
-                continue;
-            void *p = ptrs[i];
-            extent_t *s = slabs[i];
-            ptrs[i] = ptrs[k];
-            slabs[i] = slabs[k];
-            ptrs[k] = p;
-            slabs[k] = s;
-            k++;
-        }
-        arena_dalloc_small_batch(ind, ptrs, slabs, k);
-        memmove(ptrs, ptrs + k, (n - k) * sizeof(void *));
-        memmove(slabs, slabs + k, (n - k) * sizeof(extent_t *));
-        n -= k;
-    }
-    tsd->nremote = 0;
+    for (unsigned i = 0; i < TCACHE_REMOTE_SLOTS; i++)
+        remote_send(&tsd->remote[i]);
 }
 
 /* Flush the nflush oldest items of bin ind (those next to `empty`). */
@@ -254,8 +261,15 @@ void *tcache_alloc_hard(tsd_t *tsd, unsigned ind)
      * the bin is too small for what this thread cycles through. */
     unsigned cap = cache_bin_ncached_max(b);
     if (tsd->flushed[ind] && cap < bin_nslots[ind]) {
-        cap = MA_MIN(2 * cap, bin_nslots[ind]);
-        bin_set_cap(b, cap);
+        /* Within the thread's budget for grown bins. */
+        size_t usize = sc_index2size(ind);
+        size_t room = TCACHE_THREAD_BYTES > tsd->cap_bytes ? TCACHE_THREAD_BYTES - tsd->cap_bytes : 0;
+        unsigned grown = (unsigned)MA_MIN((size_t)MA_MIN(2 * cap, bin_nslots[ind]), cap + room / usize);
+        if (grown > cap) {
+            tsd->cap_bytes += (grown - cap) * usize;
+            cap = grown;
+            bin_set_cap(b, cap);
+        }
         tsd->flushed[ind] = 0;
     }
     unsigned nfill = cap >> tsd->lg_fill_div[ind];
@@ -297,8 +311,11 @@ void tcache_gc_step(tsd_t *tsd)
         /* Unused since the last step: give back 3/4 of it, fill less. */
         bin_flush_oldest(tsd, ind, lw - lw / 4);
         /* Mostly unused: a grown bin shrinks back towards its start. */
-        if (lw >= cap / 2 && cap > bin_cap_init[ind] && cache_bin_ncached(b) <= cap / 2)
-            bin_set_cap(b, MA_MAX(cap / 2, bin_cap_init[ind]));
+        if (lw >= cap / 2 && cap > bin_cap_init[ind] && cache_bin_ncached(b) <= cap / 2) {
+            unsigned shrunk = MA_MAX(cap / 2, bin_cap_init[ind]);
+            tsd->cap_bytes -= (cap - shrunk) * sc_index2size(ind);
+            bin_set_cap(b, shrunk);
+        }
         if (tsd->lg_fill_div[ind] < bin_lg_fill_max[ind])
             tsd->lg_fill_div[ind]++;
     } else if (tsd->ran_empty[ind] && tsd->lg_fill_div[ind] > 1) {
@@ -308,8 +325,7 @@ void tcache_gc_step(tsd_t *tsd)
     tsd->flushed[ind] = 0;
     b->low_water = cache_bin_bits(b->head);
     bin_merge_requests(tsd, ind);
-    if (tsd->nremote != 0)
-        tcache_remote_flush(tsd);
+    tcache_remote_flush(tsd);
 }
 
 void tcache_flush(tsd_t *tsd)

@@ -14,6 +14,7 @@
  * frees again ends up cached whole. A thread that only frees (a consumer,
  * or frees of other threads' objects) never refills, so its bins stay small
  * and remote objects go back to their slabs instead of being reused here.
+ * All of a thread's bins together grow to TCACHE_THREAD_BYTES at most.
  * The GC step halves a bin that stays mostly unused. Large classes keep
  * TCACHE_NSLOTS_LARGE. A fill takes half the current capacity; the GC step
  * makes fills smaller for bins that idle and larger for bins that run dry.
@@ -29,7 +30,8 @@
 #define TCACHE_NSLOTS_LARGE      20
 #define TCACHE_BIN_BYTES         ((size_t)64 << 10)
 #define TCACHE_FLUSH_BATCH       256   /* objects per arena call when flushing */
-#define TCACHE_REMOTE_MAX        128   /* remote frees buffered before going home */
+#define TCACHE_REMOTE_CHAIN      64    /* remote frees per chain sent home */
+#define TCACHE_THREAD_BYTES      ((size_t)512 << 10) /* growth budget of a thread's bins */
 
 /* Options (set before tcache_boot). */
 extern bool tcache_opt_enabled;
@@ -52,6 +54,7 @@ void tcache_dalloc_hard(tsd_t *tsd, unsigned ind, void *p);
 /* A small object of another arena, freed by this thread: buffered (never
  * handed out here) and returned to its arena in batches. */
 void tcache_remote_push(tsd_t *tsd, void *p, extent_t *slab);
+/* Send every buffered remote chain home. */
 void tcache_remote_flush(tsd_t *tsd);
 
 /* Add this thread's cache-hit counts to its arena's statistics. */
