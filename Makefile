@@ -136,6 +136,31 @@ bench-instr: lib
 run: lib
 	@tools/demo.sh
 
+# ---------------------------------------------------------------------------
+# build/myalloc-prof: a text profile's top stacks, unbiased, with standard
+# errors and residency (tools/myalloc-prof.c; it names frames with
+# src/prof/prof_symbol.c, linked from the static library like the rest).
+
+$(BUILD)/myalloc-prof: tools/myalloc-prof.c $(BUILD)/libmyalloc.a
+	$(CC) $(BASEFLAGS) -O2 -I$(BUILD) -Iinclude -Isrc -o $@ $< $(BUILD)/libmyalloc.a $(LDLIBS)
+
+build/myalloc-prof: $(BUILD)/myalloc-prof
+	cp $< $@
+
+all: build/myalloc-prof
+
+# Shared libraries the profile-format tests load into a probe: built
+# without -g, one with its .symtab, one stripped to .dynsym.
+$(BUILD)/helpers/libprof_nog.so: test/helpers/lib/prof_nog.c
+	@mkdir -p $(@D)
+	$(CC) -O1 -fPIC -shared -o $@ $<
+
+$(BUILD)/helpers/libprof_stripped.so: test/helpers/lib/prof_nog.c
+	@mkdir -p $(@D)
+	$(CC) -O1 -fPIC -shared -s -DPROF_NOG_STRIPPED -o $@ $<
+
+unit-config: $(BUILD)/myalloc-prof $(BUILD)/helpers/libprof_nog.so $(BUILD)/helpers/libprof_stripped.so
+
 clean:
 	rm -rf build lib
 

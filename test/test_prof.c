@@ -348,6 +348,12 @@ static void profile_load(const char *path, profile_t *p)
             break;
         }
         line = strtok_r(NULL, "\n", &save);
+        /* A record's residency (comment lines, which every reader skips). */
+        unsigned long long res, swp;
+        char tail;
+        if (line[0] == '#' && p->nrecs > 0 &&
+            sscanf(line, "# myalloc resident=%llu swapped=%llu%c", &res, &swp, &tail) == 2)
+            continue;
         cr_assert_eq(regexec(&rre, line, 0, NULL, 0), 0, "%s: bad record \"%s\"", path, line);
         if (p->nrecs == cap)
             p->recs = realloc(p->recs, (cap *= 2) * sizeof(prec_t));

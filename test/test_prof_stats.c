@@ -377,6 +377,8 @@ static double parse_dump(const char *path, double *total_objs, unsigned *nrecord
     *total_objs = 0;
     *nrecords = 0;
     while (fgets(line, sizeof(line), f) != NULL && line[0] != '\n') {
+        if (strncmp(line, "# myalloc resident=", 19) == 0) /* residency, see prof_dump.c */
+            continue;
         unsigned long long n, b, an, ab;
         int off = 0;
         cr_assert_eq(sscanf(line, "%llu: %llu [%llu: %llu] @%n", &n, &b, &an, &ab, &off), 4, "bad record: %s", line);

@@ -282,7 +282,7 @@ bool prof_residency_collect(void)
             }
             uint64_t ent = win[pg - win_first];
             uint64_t next = MA_MIN(end, (pg + 1) * os_page), bytes = next - a;
-            if (ent & ((uint64_t)1 << 61))
+            if (ent & ((uint64_t)1 << 63))
                 v[i].rec->resident += bytes;
             else if (ent & ((uint64_t)1 << 62))
                 v[i].rec->swapped += bytes;
