@@ -147,9 +147,13 @@ unsigned arena_fill_small(arena_t *a, unsigned binind, void **out, unsigned n)
     while (got < n) {
         extent_t *slab = bin->slabcur;
         if (slab == NULL || slab->nfree == 0) {
-            slab = extent_heap_first(&bin->nonfull);
+            slab = NULL;
+            for (unsigned k = 0; k < BIN_NBUCKETS && slab == NULL; k++) {
+                slab = extent_heap_first(&bin->nonfull[k]);
+                if (slab != NULL)
+                    extent_heap_remove(&bin->nonfull[k], slab);
+            }
             if (slab != NULL) {
-                extent_heap_remove(&bin->nonfull, slab);
                 bin->stats.nonfull_slabs--;
             } else {
                 slab = arena_slab_new(a, binind);
@@ -175,21 +179,26 @@ static void bin_dalloc_locked(bin_t *bin, unsigned binind, extent_t *slab, void 
     long idx = slab_region_index(slab, binind, ptr);
     if (unlikely(idx < 0))
         ma_fatal("free(): invalid pointer %p (not the start of an allocation)", ptr);
-    bool was_full = slab->nfree == 0;
+    const unsigned nregs = sc_bin_info[binind].nregs;
+    unsigned old_nfree = slab->nfree;
     if (unlikely(!slab_free_region(slab, (unsigned)idx)))
         ma_fatal("free(): double free of %p", ptr);
-    if (slab->nfree == sc_bin_info[binind].nregs) {
-        if (slab == bin->slabcur)
-            return;
-        if (!was_full) {
-            extent_heap_remove(&bin->nonfull, slab);
+    if (slab == bin->slabcur)
+        return;
+    bool was_listed = old_nfree != 0;
+    if (slab->nfree == nregs) {
+        if (was_listed) {
+            extent_heap_remove(&bin->nonfull[bin_bucket(old_nfree, nregs)], slab);
             bin->stats.nonfull_slabs--;
         }
         bin->stats.curslabs--;
         extent_dalloc(slab->pool, slab);
-    } else if (was_full && slab != bin->slabcur) {
-        extent_heap_insert(&bin->nonfull, slab);
+    } else if (!was_listed) {
+        extent_heap_insert(&bin->nonfull[bin_bucket(slab->nfree, nregs)], slab);
         bin->stats.nonfull_slabs++;
+    } else if (bin_bucket(old_nfree, nregs) != bin_bucket(slab->nfree, nregs)) {
+        extent_heap_remove(&bin->nonfull[bin_bucket(old_nfree, nregs)], slab);
+        extent_heap_insert(&bin->nonfull[bin_bucket(slab->nfree, nregs)], slab);
     }
 }
 

@@ -29,9 +29,11 @@ typedef struct bin_stats {
  * Invariants (under lock): slabcur is NULL or a slab of this class (it may
  * be full or empty: it is kept so an alloc/free cycle does not create and
  * destroy a slab each time); every other slab with a free region is in
- * nonfull (lowest address first, so memory is reused from low addresses);
- * full slabs are in no structure; a slab that becomes entirely free and is
- * not slabcur is returned to the pool at once.
+ * nonfull[bin_bucket(its nfree)]: fills take the fullest bucket first and
+ * the lowest address within it, so live objects pack into few slabs and
+ * the emptiest ones drain and go back to the pool as whole pages; full
+ * slabs are in no structure; a slab that becomes entirely free and is not
+ * slabcur is returned to the pool at once.
  *
  * The mailbox: objects of this bin freed by threads of other arenas come
  * back in chains (linked through their first word) pushed without the lock
@@ -40,10 +42,19 @@ typedef struct bin_stats {
  * objects are still allocated as far as the slabs and curregs are
  * concerned (like objects in a thread cache); purging drains them back.
  */
+#define BIN_NBUCKETS 4   /* fullness classes of non-full slabs */
+
+/* The fullness class of a non-full slab with nfree free regions: 0 for the
+ * fullest quarter, BIN_NBUCKETS - 1 for the emptiest. */
+MA_INLINE unsigned bin_bucket(unsigned nfree, unsigned nregs)
+{
+    return MA_MIN((nfree - 1) * BIN_NBUCKETS / nregs, BIN_NBUCKETS - 1);
+}
+
 typedef struct bin {
     ma_mutex_t lock;
     extent_t *slabcur;
-    extent_heap_t nonfull;
+    extent_heap_t nonfull[BIN_NBUCKETS];
     void *recycled;
     size_t nrecycled;
     bin_stats_t stats;

@@ -15,6 +15,11 @@
 static base_cache_t extent_records = BASE_CACHE_INIT(extent_t);
 uint64_t extent_nchunks;
 
+ssize_t extent_opt_dirty_decay_ms = 1000;
+ssize_t extent_opt_muzzy_decay_ms = 0;
+bool extent_opt_retain = true;
+unsigned extent_opt_thp;
+
 /* ---------------------------------------------------------------------
  * Pairing heap by address. ph_prev is the parent for a leftmost child and
  * the left sibling otherwise; a root has no prev and no next.
@@ -201,6 +206,9 @@ void extent_pool_init(extent_pool_t *pool, unsigned ind, bool nohuge)
     pool->grow_next = CHUNK_GROW_MIN;
     pool->nohuge = nohuge;
     pool->ind = ind;
+    uint64_t now = decay_now_ns();
+    decay_init(&pool->decay_dirty, extent_opt_dirty_decay_ms, now);
+    decay_init(&pool->decay_muzzy, extent_opt_muzzy_decay_ms, now);
 }
 
 /* Map a new chunk of at least esize bytes into the retained set. */
@@ -229,8 +237,10 @@ static bool pool_grow(extent_pool_t *pool, size_t esize)
             base_cache_put(&extent_records, e);
         return false;
     }
-    if (pool->nohuge)
+    if (pool->nohuge || extent_opt_thp == 2)
         pages_nohuge(p, size);
+    else if (extent_opt_thp == 1)
+        pages_huge(p, size);
     chunk->base = (uintptr_t)p;
     chunk->size = size;
     chunk->next = pool->chunks;
@@ -265,6 +275,10 @@ static extent_t *extent_split_raw(extent_t *e, size_t lead_size)
     return t;
 }
 
+static void pool_maybe_unmap(extent_pool_t *pool, extent_t *e);
+static size_t pool_purge_locked(extent_pool_t *pool, eset_t *from, size_t keep, size_t max_pages,
+                                bool to_muzzy);
+
 /* Merge e with free neighbours of set's state, then insert it. */
 static void pool_insert_coalesced(extent_pool_t *pool, eset_t *set, extent_t *e)
 {
@@ -295,6 +309,8 @@ static void pool_insert_coalesced(extent_pool_t *pool, eset_t *set, extent_t *e)
     }
     register_boundaries(e, elm_free(e));
     eset_insert(set, e);
+    if (set == &pool->retained)
+        pool_maybe_unmap(pool, e);
 }
 
 static void register_active(extent_t *e, unsigned szind, bool slab)
@@ -380,6 +396,8 @@ void extent_dalloc(extent_pool_t *pool, extent_t *e)
     e->sampled = false;
     e->prof = NULL;
     pool_insert_coalesced(pool, &pool->dirty, e);
+    if (unlikely(pool->decay_dirty.ms == 0)) /* dirty_decay_ms:0: purge at once */
+        pool_purge_locked(pool, &pool->dirty, 0, SIZE_MAX, pool->decay_muzzy.ms != 0);
     ma_mutex_unlock(&pool->lock);
 }
 
@@ -444,18 +462,70 @@ out:
     return ok;
 }
 
-static size_t pool_purge_set(extent_pool_t *pool, eset_t *from, int kind)
+/* With retain off, a chunk whose every page is retained goes back to the
+ * OS (its one extent covers it: extents coalesce within a chunk). */
+static void pool_maybe_unmap(extent_pool_t *pool, extent_t *e)
 {
-    size_t purged = 0;
-    while (from->lru.head != NULL) {
-        extent_t *e = from->lru.head;
-        eset_remove(from, e);
-        pages_purge_forced((void *)e->addr, e->size);
-        purged += e->size >> LG_PAGE;
-        pool->stats.nmadvise[kind]++;
-        pool_insert_coalesced(pool, &pool->retained, e);
+    chunk_t *c = e->chunk;
+    if (extent_opt_retain || e->state != EXTENT_RETAINED || e->addr != c->base || e->size != c->size)
+        return;
+    eset_remove(&pool->retained, e);
+    rtree_write(e->addr, 0);
+    if (e->size > PAGE)
+        rtree_write(e->addr + e->size - PAGE, 0);
+    for (chunk_t **pp = &pool->chunks; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
     }
-    if (purged != 0) {
+    pool->stats.mapped -= c->size;
+    pages_unmap((void *)c->base, c->size);
+    base_cache_put(&extent_records, e);
+    /* The chunk record stays in metadata (it is small and never reused). */
+}
+
+#define PURGE_BATCH 64
+
+/* Purge the oldest extents of `from` until it holds at most keep pages (or
+ * max_pages are done): DONTNEED into retained, or FREE into muzzy when
+ * to_muzzy. Takes a batch out of the set under the lock (state PURGING),
+ * madvises it unlocked, puts it back. Called and returns locked. */
+static size_t pool_purge_locked(extent_pool_t *pool, eset_t *from, size_t keep, size_t max_pages, bool to_muzzy)
+{
+    int kind = from == &pool->dirty ? 0 : 1;
+    size_t purged = 0;
+    bool any = false;
+    while (from->npages > keep && purged < max_pages && from->lru.head != NULL) {
+        extent_t *batch[PURGE_BATCH];
+        unsigned n = 0;
+        size_t want = MA_MIN(from->npages - keep, max_pages - purged);
+        size_t taken = 0;
+        while (n < PURGE_BATCH && taken < want && from->lru.head != NULL) {
+            extent_t *e = from->lru.head;
+            eset_remove(from, e);
+            e->state = EXTENT_PURGING;
+            batch[n++] = e;
+            taken += e->size >> LG_PAGE;
+        }
+        ma_mutex_unlock(&pool->lock);
+        for (unsigned i = 0; i < n; i++) {
+            if (to_muzzy)
+                pages_purge_lazy((void *)batch[i]->addr, batch[i]->size);
+            else
+                pages_purge_forced((void *)batch[i]->addr, batch[i]->size);
+        }
+        ma_mutex_lock(&pool->lock);
+        eset_t *to = to_muzzy ? &pool->muzzy : &pool->retained;
+        for (unsigned i = 0; i < n; i++) {
+            extent_t *e = batch[i];
+            pool_insert_coalesced(pool, to, e);
+        }
+        pool->stats.nmadvise[kind] += n;
+        purged += taken;
+        any = true;
+    }
+    if (any) {
         pool->stats.npurge[kind]++;
         pool->stats.purged_pages[kind] += purged;
     }
@@ -465,10 +535,53 @@ static size_t pool_purge_set(extent_pool_t *pool, eset_t *from, int kind)
 size_t extent_purge_all(extent_pool_t *pool)
 {
     ma_mutex_lock(&pool->lock);
-    size_t n = pool_purge_set(pool, &pool->dirty, 0);
-    n += pool_purge_set(pool, &pool->muzzy, 1);
+    size_t n = pool_purge_locked(pool, &pool->dirty, 0, SIZE_MAX, false);
+    n += pool_purge_locked(pool, &pool->muzzy, 0, SIZE_MAX, false);
+    decay_purged(&pool->decay_dirty, pool->dirty.npages);
+    decay_purged(&pool->decay_muzzy, pool->muzzy.npages);
     ma_mutex_unlock(&pool->lock);
     return n;
+}
+
+size_t extent_decay(extent_pool_t *pool, uint64_t now_ns, size_t max_pages)
+{
+    size_t purged = 0, limit;
+    ma_mutex_lock(&pool->lock);
+    bool muzzy_on = pool->decay_muzzy.ms != 0;
+    if (pool->decay_dirty.ms == 0) {
+        purged += pool_purge_locked(pool, &pool->dirty, 0, max_pages, muzzy_on);
+    } else if (decay_advance(&pool->decay_dirty, now_ns, pool->dirty.npages, &limit)) {
+        purged += pool_purge_locked(pool, &pool->dirty, limit, max_pages, muzzy_on);
+        decay_purged(&pool->decay_dirty, pool->dirty.npages);
+    }
+    if (pool->decay_muzzy.ms == 0) {
+        purged += pool_purge_locked(pool, &pool->muzzy, 0, max_pages, false);
+    } else if (decay_advance(&pool->decay_muzzy, now_ns, pool->muzzy.npages, &limit)) {
+        purged += pool_purge_locked(pool, &pool->muzzy, limit, max_pages, false);
+        decay_purged(&pool->decay_muzzy, pool->muzzy.npages);
+    }
+    ma_mutex_unlock(&pool->lock);
+    return purged;
+}
+
+void extent_set_decay(extent_pool_t *pool, ssize_t dirty_ms, ssize_t muzzy_ms)
+{
+    uint64_t now = decay_now_ns();
+    ma_mutex_lock(&pool->lock);
+    decay_init(&pool->decay_dirty, dirty_ms, now);
+    decay_init(&pool->decay_muzzy, muzzy_ms, now);
+    decay_purged(&pool->decay_dirty, pool->dirty.npages);
+    decay_purged(&pool->decay_muzzy, pool->muzzy.npages);
+    ma_mutex_unlock(&pool->lock);
+}
+
+uint64_t extent_decay_ns_to_next(extent_pool_t *pool, uint64_t now_ns)
+{
+    ma_mutex_lock(&pool->lock);
+    uint64_t a = pool->dirty.npages > 0 ? decay_ns_to_next_epoch(&pool->decay_dirty, now_ns) : UINT64_MAX;
+    uint64_t b = pool->muzzy.npages > 0 ? decay_ns_to_next_epoch(&pool->decay_muzzy, now_ns) : UINT64_MAX;
+    ma_mutex_unlock(&pool->lock);
+    return MA_MIN(a, b);
 }
 
 size_t extent_pool_dirty_pages(extent_pool_t *pool)

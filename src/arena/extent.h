@@ -13,15 +13,24 @@
  * packed low), and maps a new chunk only when none fits. Freed extents are
  * coalesced with free neighbours of the same state in the same chunk.
  * Extents never span chunks, so a pool only ever looks at its own extents.
+ *
+ * Purging follows decay (decay.h): dirty pages go muzzy (MADV_FREE) after
+ * dirty_decay_ms, or straight to retained (MADV_DONTNEED) when
+ * muzzy_decay_ms is 0; muzzy pages go to retained after muzzy_decay_ms. The
+ * oldest go first; madvise runs with the pool unlocked. With retain off a
+ * chunk whose pages are all retained goes back to the OS.
  */
 #ifndef MYALLOC_EXTENT_H
 #define MYALLOC_EXTENT_H
 
 #include "../common/mutex.h"
 #include "../sizeclass/sizeclass.h"
+#include "decay.h"
 #include "rtree.h"
 
-enum extent_state { EXTENT_ACTIVE = 0, EXTENT_DIRTY, EXTENT_MUZZY, EXTENT_RETAINED };
+/* PURGING: taken out of its set while its pages are madvised with the pool
+ * unlocked; no set matches it, so neighbours do not coalesce with it. */
+enum extent_state { EXTENT_ACTIVE = 0, EXTENT_DIRTY, EXTENT_MUZZY, EXTENT_RETAINED, EXTENT_PURGING };
 
 #define SLAB_BITMAP_WORDS ((SC_SLAB_MAXREGS + 63) / 64)
 
@@ -101,12 +110,29 @@ typedef struct extent_pool {
     chunk_t *chunks;
     size_t grow_next;          /* size of the next chunk to map */
     bool nohuge;               /* MADV_NOHUGEPAGE each new chunk once */
+    decay_t decay_dirty, decay_muzzy;
     rtree_fastmap_t *fastmap;  /* where its slabs are marked (NULL: nowhere) */
     unsigned ind;              /* arena index, for messages and stats */
     pool_stats_t stats;
 } extent_pool_t;
 
 void extent_pool_init(extent_pool_t *pool, unsigned ind, bool nohuge);
+
+/* Options (set before any pool exists): the decay times (ms; -1 never,
+ * 0 at once), whether address space is kept (retain), and huge pages for
+ * regular chunks (thp: 0 default, 1 always, 2 never). */
+extern ssize_t extent_opt_dirty_decay_ms;
+extern ssize_t extent_opt_muzzy_decay_ms;
+extern bool extent_opt_retain;
+extern unsigned extent_opt_thp;
+
+/* Purge what decay says should go by now; at most max_pages pages. Returns
+ * the pages purged. */
+size_t extent_decay(extent_pool_t *pool, uint64_t now_ns, size_t max_pages);
+/* Change a pool's decay times (ms; -1 never, 0 at once). */
+void extent_set_decay(extent_pool_t *pool, ssize_t dirty_ms, ssize_t muzzy_ms);
+/* Time until the pool's next decay epoch (UINT64_MAX: nothing to do). */
+uint64_t extent_decay_ns_to_next(extent_pool_t *pool, uint64_t now_ns);
 
 /* Chunks mapped by all pools so far: a change means memory reached a new
  * high-water mark (the profiler's gdump watches it). */

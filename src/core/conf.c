@@ -19,6 +19,7 @@ bool opt_abort_conf;
 unsigned opt_narenas;
 
 static const char *const prof_bt_choices[] = {"gcc", "fp", NULL};
+static const char *const thp_choices[] = {"default", "always", "never", NULL};
 
 /* Defined weak so that a program's own definition wins (jemalloc's rule). */
 MA_EXPORT const char *malloc_conf __attribute__((weak)) = NULL;
@@ -31,6 +32,16 @@ const conf_option_t conf_options[] = {
     {"tcache", CONF_BOOL, CTL_BOOL, &tcache_opt_enabled, 0, 1, NULL, "per-thread caches"},
     {"tcache_max", CONF_SIZE, CTL_SIZE, &tcache_opt_max, 0, (int64_t)TCACHE_MAXCLASS_LIMIT, NULL,
      "largest size served from thread caches"},
+    {"dirty_decay_ms", CONF_SSIZE, CTL_SSIZE, &extent_opt_dirty_decay_ms, -1, INT32_MAX, NULL,
+     "time over which freed pages are purged (MADV_FREE, or MADV_DONTNEED when muzzy_decay_ms is 0); -1 never, 0 at once"},
+    {"muzzy_decay_ms", CONF_SSIZE, CTL_SSIZE, &extent_opt_muzzy_decay_ms, -1, INT32_MAX, NULL,
+     "time over which MADV_FREE'd pages are given back with MADV_DONTNEED; -1 never, 0 at once"},
+    {"retain", CONF_BOOL, CTL_BOOL, &extent_opt_retain, 0, 1, NULL,
+     "keep purged address space for reuse instead of unmapping it"},
+    {"background_thread", CONF_BOOL, CTL_BOOL, &opt_background_thread, 0, 1, NULL,
+     "purge from a background thread as well as from allocating threads"},
+    {"thp", CONF_CHOICE, CTL_STRING, &extent_opt_thp, 0, 0, thp_choices,
+     "transparent huge pages for the heap: default (the system's), always (MADV_HUGEPAGE), never (MADV_NOHUGEPAGE)"},
     {"stats_print", CONF_BOOL, CTL_BOOL, &opt_stats_print, 0, 1, NULL,
      "print statistics (malloc_stats_print) at exit"},
     {"stats_print_opts", CONF_STRING, CTL_STRING, opt_stats_print_opts, 0, 0, NULL,

@@ -48,6 +48,13 @@ void ma_prof_update(void);
 /* Register the stats_print exit report (after init, outside its lock). */
 void stats_print_boot(void);
 
+/* Purging (background.c): the ticker's hook, and the background thread. */
+extern bool opt_background_thread;
+void ma_decay_hook(uint64_t bytes);
+int ma_background_set(bool on);
+bool ma_background_running(void);
+void ma_background_postfork_child(void);
+
 /* The page-map element of a pointer the caller claims is live, validated:
  * aborts with "<myalloc>: <func>(): ..." when it is not. */
 rtree_elm_t ma_lookup_live(const void *p, const char *func);

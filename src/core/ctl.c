@@ -181,6 +181,21 @@ static int h_thread_tcache_flush(ctl_req_t *r, ctl_val_t *out)
     return 0;
 }
 
+/* thread.idle: the thread will not allocate for a while: give back what it
+ * holds (its cache, its remote frees) and let its arena purge on time. */
+static int h_thread_idle(ctl_req_t *r, ctl_val_t *out)
+{
+    (void)r;
+    (void)out;
+    tsd_t *tsd = tsd_fetch();
+    if (tsd_nominal(tsd)) {
+        tcache_flush(tsd);
+        if (tsd->arena != NULL)
+            extent_decay(&tsd->arena->pool, decay_now_ns(), SIZE_MAX);
+    }
+    return 0;
+}
+
 static int h_thread_prof_active(ctl_req_t *r, ctl_val_t *out)
 {
     tsd_t *tsd = tsd_fetch();
@@ -318,6 +333,69 @@ static int h_arena_purge(ctl_req_t *r, ctl_val_t *out)
     return for_arenas(r->idx[0], arena_purge);
 }
 
+static size_t arena_decay_now(arena_t *a)
+{
+    return extent_decay(&a->pool, decay_now_ns(), SIZE_MAX);
+}
+
+static int h_arena_decay(ctl_req_t *r, ctl_val_t *out)
+{
+    (void)out;
+    return for_arenas(r->idx[0], arena_decay_now);
+}
+
+/* arena.<i>.dirty_decay_ms / muzzy_decay_ms: an existing arena's (not
+ * MALLCTL_ARENAS_ALL); writing resets its decay clock. */
+static int arena_decay_ms(ctl_req_t *r, ctl_val_t *out, bool dirty)
+{
+    size_t i = r->idx[0];
+    arena_t *a = i < ARENAS_MAX ? ma_load_acquire(&arenas[i]) : NULL;
+    if (a == NULL)
+        return EFAULT;
+    out->zs = dirty ? a->pool.decay_dirty.ms : a->pool.decay_muzzy.ms;
+    if (r->write) {
+        if (r->in.zs < -1)
+            return EFAULT;
+        extent_set_decay(&a->pool, dirty ? r->in.zs : a->pool.decay_dirty.ms,
+                         dirty ? a->pool.decay_muzzy.ms : r->in.zs);
+    }
+    return 0;
+}
+
+static int h_arena_dirty_decay_ms(ctl_req_t *r, ctl_val_t *out) { return arena_decay_ms(r, out, true); }
+static int h_arena_muzzy_decay_ms(ctl_req_t *r, ctl_val_t *out) { return arena_decay_ms(r, out, false); }
+
+/* arenas.dirty_decay_ms / muzzy_decay_ms: the times new arenas start with. */
+static int h_arenas_dirty_decay_ms(ctl_req_t *r, ctl_val_t *out)
+{
+    out->zs = extent_opt_dirty_decay_ms;
+    if (r->write) {
+        if (r->in.zs < -1)
+            return EFAULT;
+        extent_opt_dirty_decay_ms = r->in.zs;
+    }
+    return 0;
+}
+
+static int h_arenas_muzzy_decay_ms(ctl_req_t *r, ctl_val_t *out)
+{
+    out->zs = extent_opt_muzzy_decay_ms;
+    if (r->write) {
+        if (r->in.zs < -1)
+            return EFAULT;
+        extent_opt_muzzy_decay_ms = r->in.zs;
+    }
+    return 0;
+}
+
+static int h_background_thread(ctl_req_t *r, ctl_val_t *out)
+{
+    out->b = ma_background_running();
+    if (r->write && ma_background_set(r->in.b) != 0)
+        return EAGAIN;
+    return 0;
+}
+
 static int h_arena_initialized(ctl_req_t *r, ctl_val_t *out)
 {
     size_t i = r->idx[0];
@@ -433,6 +511,7 @@ static int h_prof_nsamples(ctl_req_t *r, ctl_val_t *out)
 static const ctl_entry_t ctl_table[] = {
     {"version", CTL_STRING, CTL_R, h_version, NULL},
     {"epoch", CTL_UINT64, CTL_RW, h_epoch, NULL},
+    {"background_thread", CTL_BOOL, CTL_RW, h_background_thread, NULL},
 
     {"config.debug", CTL_BOOL, CTL_R, h_false, NULL},
     {"config.fill", CTL_BOOL, CTL_R, h_false, NULL},
@@ -453,6 +532,7 @@ static const ctl_entry_t ctl_table[] = {
     {"thread.deallocatedp", CTL_PTR, CTL_R, h_thread_deallocatedp, NULL},
     {"thread.tcache.enabled", CTL_BOOL, CTL_RW, h_thread_tcache_enabled, NULL},
     {"thread.tcache.flush", CTL_VOID, 0, h_thread_tcache_flush, NULL},
+    {"thread.idle", CTL_VOID, 0, h_thread_idle, NULL},
     {"thread.prof.active", CTL_BOOL, CTL_RW, h_thread_prof_active, NULL},
     {"thread.prof.name", CTL_STRING, CTL_RW, h_thread_prof_name, NULL},
 
@@ -463,6 +543,8 @@ static const ctl_entry_t ctl_table[] = {
     {"arenas.nbins", CTL_UNSIGNED, CTL_R, h_arenas_nbins, NULL},
     {"arenas.nhbins", CTL_UNSIGNED, CTL_R, h_arenas_nhbins, NULL},
     {"arenas.nlextents", CTL_UNSIGNED, CTL_R, h_arenas_nlextents, NULL},
+    {"arenas.dirty_decay_ms", CTL_SSIZE, CTL_RW, h_arenas_dirty_decay_ms, NULL},
+    {"arenas.muzzy_decay_ms", CTL_SSIZE, CTL_RW, h_arenas_muzzy_decay_ms, NULL},
     {"arenas.bin.<i>.size", CTL_SIZE, CTL_R, h_arenas_bin_size, NULL},
     {"arenas.bin.<i>.nregs", CTL_UINT32, CTL_R, h_arenas_bin_nregs, NULL},
     {"arenas.bin.<i>.slab_size", CTL_SIZE, CTL_R, h_arenas_bin_slab_size, NULL},
@@ -470,7 +552,9 @@ static const ctl_entry_t ctl_table[] = {
 
     {"arena.<i>.initialized", CTL_BOOL, CTL_R, h_arena_initialized, NULL},
     {"arena.<i>.purge", CTL_VOID, 0, h_arena_purge, NULL},
-    {"arena.<i>.decay", CTL_VOID, 0, h_arena_purge, NULL},
+    {"arena.<i>.decay", CTL_VOID, 0, h_arena_decay, NULL},
+    {"arena.<i>.dirty_decay_ms", CTL_SSIZE, CTL_RW, h_arena_dirty_decay_ms, NULL},
+    {"arena.<i>.muzzy_decay_ms", CTL_SSIZE, CTL_RW, h_arena_muzzy_decay_ms, NULL},
 
     {"prof.active", CTL_BOOL, CTL_RW, h_prof_active, NULL},
     {"prof.thread_active_init", CTL_BOOL, CTL_RW, h_prof_thread_active_init, NULL},

@@ -62,6 +62,7 @@ static void ma_postfork_child(void)
     prof_postfork_child();
     ma_mutex_postfork_child(&init_lock);
     tsd_postfork_child();
+    ma_background_postfork_child();
 }
 
 bool ma_init_hard(void)
@@ -84,6 +85,7 @@ bool ma_init_hard(void)
     ma_ncpus = count_cpus();
     unsigned narenas = opt_narenas != 0 ? opt_narenas : 4 * ma_ncpus;
     tsd_prof_active_init = opt_prof_thread_active_init;
+    te_periodic_register(ma_decay_hook);
     if (opt_lg_prof_interval >= 0) {
         uint64_t interval = (uint64_t)1 << MA_MIN(opt_lg_prof_interval, 62);
         te_periodic_interval = MA_MIN(interval, TE_PERIODIC_INTERVAL_MAX);
@@ -101,6 +103,8 @@ bool ma_init_hard(void)
         prof_boot_late();
         ma_prof_update();
         stats_print_boot();
+        if (opt_background_thread && ma_background_set(true) != 0)
+            ma_warn("background_thread: could not start the thread; purging runs from allocations");
     }
     return ok;
 }

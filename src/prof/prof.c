@@ -171,6 +171,11 @@ void prof_free_sampled(void *p, extent_t *e)
     }
 }
 
+void prof_decay(uint64_t now_ns, size_t max_pages)
+{
+    extent_decay(&sampled_pool, now_ns, max_pages);
+}
+
 void prof_region_stats(prof_region_t *out)
 {
     ma_mutex_lock(&sampled_pool.lock);

@@ -119,6 +119,9 @@ void prof_note_growth(void);
 /* The short unbiased summary of unfreed memory (prof_leak, at exit). */
 void prof_leak_report(void);
 
+/* Decay purging of the sampled region's free pages (at most max_pages). */
+void prof_decay(uint64_t now_ns, size_t max_pages);
+
 void prof_prefork(void);
 void prof_postfork_parent(void);
 void prof_postfork_child(void);

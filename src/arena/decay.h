@@ -1,0 +1,47 @@
+/*
+ * decay: how many free pages may stay unpurged, as a smooth function of
+ * when they were freed.
+ *
+ * Time is cut into DECAY_NEPOCHS epochs per decay period (decay_ms). For
+ * each of the last DECAY_NEPOCHS epochs we remember how many pages the set
+ * gained then; a page freed k epochs ago may stay with weight
+ * h(1 - k/NEPOCHS), where h is smoothstep (3x^2 - 2x^3): fresh pages all
+ * stay, pages a whole period old never do, and in between the allowance
+ * falls off gently, so purging happens a little at a time instead of in
+ * bursts. The owner (a page pool) purges down to the limit, oldest first.
+ *
+ * ms == -1: never purge; ms == 0: purge as soon as pages are freed.
+ */
+#ifndef MYALLOC_DECAY_H
+#define MYALLOC_DECAY_H
+
+#include <sys/types.h>
+
+#include "../common/common.h"
+
+#define DECAY_NEPOCHS 200
+
+typedef struct decay {
+    ssize_t ms;
+    uint64_t interval_ns;        /* one epoch */
+    uint64_t epoch_start_ns;     /* when the current epoch began */
+    size_t npages_last;          /* the set's size when the last epoch closed */
+    size_t backlog[DECAY_NEPOCHS]; /* pages gained per epoch; [NEPOCHS-1] newest */
+} decay_t;
+
+void decay_init(decay_t *d, ssize_t ms, uint64_t now_ns);
+
+/* Close the epochs that ended by now (if any), given the set's current
+ * size; returns true when at least one did and *limit is the number of
+ * pages the set may keep. */
+bool decay_advance(decay_t *d, uint64_t now_ns, size_t npages, size_t *limit);
+
+/* After purging: the set now holds npages. */
+void decay_purged(decay_t *d, size_t npages);
+
+/* The time to the end of the current epoch (for a sleeping purger). */
+uint64_t decay_ns_to_next_epoch(const decay_t *d, uint64_t now_ns);
+
+uint64_t decay_now_ns(void);
+
+#endif
