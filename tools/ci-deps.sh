@@ -4,7 +4,9 @@
 # (Debian ships /usr/lib/python3.X/test/test_* in libpython3.X-testsuite),
 # coreutils, diffutils, mawk; and what tools/check-redis.sh (make
 # check-redis) needs: redis-server and redis-tools (redis-cli,
-# redis-benchmark). Only what is missing is installed, with
+# redis-benchmark); and what test_prof_formats (make unit) reads profiles
+# with: go (golang-go: go tool pprof), xmllint (libxml2-utils), gzip.
+# Only what is missing is installed, with
 # apt-get, non-interactively and quietly. Meant for CI (.ci/run); check-real
 # itself never installs anything, it reports what is missing as SKIP.
 #
@@ -62,6 +64,13 @@ done
 # check-redis: Debian's redis-server (linked against libjemalloc).
 have redis-server || missing="$missing redis-server"
 have redis-cli && have redis-benchmark || missing="$missing redis-tools"
+# test_prof_formats: go tool pprof reads our protobuf, xmllint our SVG.
+have go || missing="$missing golang-go"
+have xmllint || missing="$missing libxml2-utils"
+have gzip || missing="$missing gzip"
+# test_prof_stats: jeprof reads our text profiles (it needs binutils too).
+have jeprof || missing="$missing libjemalloc-dev"
+have objdump || missing="$missing binutils"
 # gcc without recommends has no C library headers.
 [ -f /usr/include/stdio.h ] || missing="$missing libc6-dev"
 # shellcheck disable=SC2086
@@ -75,7 +84,7 @@ if [ ! -d "/usr/lib/python$pyver/test/test_json" ]; then
 fi
 
 # Check the result: the same things check-real looks for.
-for t in sqlite3 git gcc g++ make awk sort timeout redis-server redis-cli redis-benchmark; do
+for t in sqlite3 git gcc g++ make awk sort timeout redis-server redis-cli redis-benchmark go xmllint gzip; do
     have "$t" || { echo "ci-deps: $t is still missing" >&2; exit 1; }
 done
 if ! /usr/bin/python3 -c 'import test.support, test.libregrtest, test.test_json' 2>/dev/null; then
