@@ -7,6 +7,7 @@
 #   make check-redis     redis-server (a jemalloc client) on myalloc: benchmark, INFO, MEMORY
 #   make bench           speed and memory against glibc, jemalloc, tcmalloc, mimalloc
 #   make bench-instr     callgrind instruction counts per malloc+free pair
+#   make bench-prof      the heap profiler's cost: overhead, cost per sample, memory per sample
 #   make fuzz            libFuzzer targets for the option and mallctl-name parsers
 #
 # Compile-time configuration (each combination builds in its own directory):
@@ -130,6 +131,9 @@ bench: lib
 
 bench-instr: lib
 	@bench/instr.sh
+
+bench-prof: lib
+	@bench/prof.sh
 
 # ---------------------------------------------------------------------------
 
