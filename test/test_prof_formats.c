@@ -402,7 +402,12 @@ Test(prof_formats, pprof_is_read_by_go_tool_pprof_plain_and_gzipped_with_our_tot
     cr_assert_not_null(strstr(out, "inuse_space/bytes[dflt]"), "%.400s", out);
     cr_assert_not_null(strstr(out, "resident_space/bytes"), "%.400s", out);
     cr_assert_not_null(strstr(out, "bytes:[3072 bytes]"), "no bytes label of the 3000-byte site:\n%.2000s", out);
-    cr_assert_not_null(strstr(out, "[FN]"), "mappings must say they carry functions:\n%s", out);
+    cr_assert_not_null(strstr(out, "[FN][FL][LN]"), "mappings must say they carry functions and lines:\n%s", out);
+    /* File and line of the call sites (this test is built with -g). */
+    snprintf(cmd, sizeof(cmd), "HOME=${HOME:-/tmp} go tool pprof -top -lines %s", gz);
+    cr_assert_eq(tu_run(cmd, out, sizeof(out)), 0, "%s", out);
+    cr_assert_not_null(strstr(out, "site_pp_static "), "%s", out);
+    cr_assert_not_null(strstr(strstr(out, "site_pp_static "), "test_prof_formats.c:"), "no file:line:\n%s", out);
 }
 
 /* ---------------------------------------------------------------------
@@ -490,6 +495,24 @@ Test(prof_formats, symbolizer_names_static_functions_and_libraries_built_without
     cr_assert(s.object_read);
     cr_assert_not_null(s.map);
     cr_assert_str_eq(s.map->path, self_exe());
+    /* Its file and line from the DWARF line table (this test is built
+     * with -g), as addr2line reads them. */
+    cr_assert_not_null(s.file, "no file for a function built with -g");
+    cr_assert_str_eq(prof_basename(s.file), "test_prof_formats.c");
+    cr_assert_gt(s.line, 0);
+    cr_assert_geq(s.line, s.fn_line);
+    if (have("addr2line")) {
+        char cmd[PATH_MAX + 128], out[1024];
+        uint64_t at[2] = {s.vaddr, s.vaddr - s.fn_offset};
+        unsigned want[2] = {s.line, s.fn_line};
+        for (int i = 0; i < 2; i++) {
+            snprintf(cmd, sizeof(cmd), "addr2line -e %s 0x%llx", self_exe(), (unsigned long long)at[i]);
+            cr_assert_eq(tu_run(cmd, out, sizeof(out)), 0, "%s", out);
+            const char *colon = strrchr(out, ':');
+            cr_assert_not_null(colon, "%s", out);
+            cr_assert_eq((unsigned)atoi(colon + 1), want[i], "line %u, addr2line says %s", want[i], out);
+        }
+    }
     /* A libc export (Debian's libc has .dynsym only). */
     cr_assert(prof_symbolize(&maps, (uint64_t)(uintptr_t)qsort + 1, &s));
     cr_assert_str_eq(s.name, "qsort");
@@ -503,6 +526,7 @@ Test(prof_formats, symbolizer_names_static_functions_and_libraries_built_without
     cr_assert(prof_symbolize(&maps, (uint64_t)(uintptr_t)dlsym(nog, "nog_alloc") + 2, &s));
     cr_assert_str_eq(s.name, "nog_alloc");
     cr_assert_str_eq(prof_basename(s.map->path), "libprof_nog.so");
+    cr_assert_null(s.file, "a library without -g has no line table");
 
     /* Stripped: exports from .dynsym; the static function has no name, and
      * is shown as object+offset (its link-time address). */

@@ -41,7 +41,7 @@ typedef struct row {
 
 typedef struct opts {
     long top;
-    bool alloc, bytes, functions, addresses;
+    bool alloc, bytes, functions, addresses, lines;
     unsigned depth;
     const char *path;
 } opts_t;
@@ -59,6 +59,7 @@ static void usage(FILE *f)
             "  --functions     one row per allocating function (the stacks' first frames)\n"
             "  --depth D       frames shown per stack (default 8)\n"
             "  --bytes         exact byte counts instead of KiB/MiB/GiB\n"
+            "  --lines         file:line after each name (objects built with -g)\n"
             "  --addresses     no symbols: print return addresses\n"
             "  -h, --help      this text\n");
 }
@@ -152,15 +153,21 @@ static unsigned parse_frames(const char *s, uint64_t **out)
     return n;
 }
 
-static const char *frame_name(const prof_maps_t *maps, uint64_t addr, bool addresses, char *buf, size_t len)
+static const char *frame_name(const prof_maps_t *maps, uint64_t addr, const opts_t *o, char *buf, size_t len)
 {
-    if (addresses || maps->n == 0) {
+    if (o->addresses || maps->n == 0) {
         snprintf(buf, len, "0x%llx", (unsigned long long)addr);
         return buf;
     }
     prof_sym_t sym;
     prof_symbolize(maps, addr - 1, &sym);
-    prof_sym_format(&sym, addr, buf, len);
+    size_t n = prof_sym_format(&sym, addr, buf, len);
+    if (o->lines && sym.file != NULL && n < len) {
+        if (sym.line != 0)
+            snprintf(buf + n, len - n, " (%s:%u)", sym.file, sym.line);
+        else
+            snprintf(buf + n, len - n, " (%s)", sym.file);
+    }
     return buf;
 }
 
@@ -186,6 +193,8 @@ int main(int argc, char **argv)
             o.depth = (unsigned)strtoul(a + 8, NULL, 10);
         } else if (strcmp(a, "--bytes") == 0) {
             o.bytes = true;
+        } else if (strcmp(a, "--lines") == 0) {
+            o.lines = true;
         } else if (strcmp(a, "--addresses") == 0) {
             o.addresses = true;
         } else if (a[0] == '-' && a[1] != '\0') {
@@ -299,7 +308,7 @@ int main(int argc, char **argv)
             row_t *s = stacks.v[i];
             if (s->samples == 0)
                 continue;
-            const char *fn = s->depth > 0 ? frame_name(&maps, s->frames[0], o.addresses, name, sizeof(name)) : "?";
+            const char *fn = s->depth > 0 ? frame_name(&maps, s->frames[0], &o, name, sizeof(name)) : "?";
             row_t *r = table_get(&funcs, fn);
             r->bytes += s->bytes;
             r->objects += s->objects;
@@ -365,7 +374,7 @@ int main(int argc, char **argv)
             continue;
         }
         for (unsigned k = 0; k < r->depth && k < o.depth; k++)
-            printf("%s%s", k ? " < " : "", frame_name(&maps, r->frames[k], o.addresses, name, sizeof(name)));
+            printf("%s%s", k ? " < " : "", frame_name(&maps, r->frames[k], &o, name, sizeof(name)));
         if (r->depth > o.depth)
             printf(" < ...");
         printf("\n");

@@ -15,7 +15,9 @@
  *   location      one per distinct return address: address = return
  *                 address - 1, one line naming its function
  *   function      name = system_name = the symbol (C++ names mangled;
- *                 pprof demangles them)
+ *                 pprof demangles them), its source file and first line
+ *                 when the object has DWARF line tables (then locations
+ *                 carry line numbers too)
  *   period_type   space/bytes, period R, default_sample_type inuse_space
  *
  * The mapping's has_functions flag tells pprof the names are already
@@ -312,6 +314,16 @@ static void write_mappings(pprof_w_t *w)
             pb_int(&mm, 5, (uint64_t)file);
             pb_int(&mm, 6, (uint64_t)bid);
             pb_int(&mm, 7, 1); /* has_functions: the names are in the profile */
+            bool files = false, lines = false;
+            for (size_t k = 0; k < w->frames.n; k++) {
+                const prof_sym_t *sym = &w->frames.v[k].sym;
+                if (sym->map == m) {
+                    files |= sym->file != NULL;
+                    lines |= sym->line != 0;
+                }
+            }
+            pb_int(&mm, 8, files);
+            pb_int(&mm, 9, lines);
             top_field(w, 3, &mm);
         }
     }
@@ -326,7 +338,15 @@ static uint32_t function_id(pprof_w_t *w, const prof_frame_t *fr)
     }
     if (w->fid_of_str[name] != 0)
         return w->fid_of_str[name];
-    int64_t file = fr->sym.file != NULL ? str_of(w, fr->sym.file) : 0;
+    int64_t file = 0;
+    if (fr->sym.file != NULL) {
+        char path[1024];
+        if (fr->sym.file_dir != NULL && fr->sym.file[0] != '/')
+            ma_snprintf(path, sizeof(path), "%s/%s", fr->sym.file_dir, fr->sym.file);
+        else
+            ma_snprintf(path, sizeof(path), "%s", fr->sym.file);
+        file = str_copy(w, path);
+    }
     uint32_t id = ++w->nfuncs;
     w->fid_of_str[name] = id;
     unsigned char b[64];
@@ -335,6 +355,7 @@ static uint32_t function_id(pprof_w_t *w, const prof_frame_t *fr)
     pb_int(&m, 2, (uint64_t)name);
     pb_int(&m, 3, (uint64_t)name);
     pb_int(&m, 4, (uint64_t)file);
+    pb_int(&m, 5, fr->sym.fn_line);
     top_field(w, 5, &m);
     return id;
 }

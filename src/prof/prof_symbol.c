@@ -23,6 +23,7 @@
 #include "../arena/base.h"
 #include "../arena/pages.h"
 #include "../common/mutex.h"
+#include "prof_dwarf.h"
 
 /* ---------------------------------------------------------------------
  * Maps.
@@ -215,6 +216,10 @@ typedef struct sym_obj {
     size_t names_bytes;
     unsigned build_id_len;
     unsigned char build_id[64];
+    /* Line tables: read in place from the file's mapping, kept (read-only,
+     * page cache) for objects that have them. */
+    prof_dwarf_t dwarf;
+    bool has_dwarf;
 } sym_obj_t;
 
 static sym_obj_t *objs;
@@ -414,6 +419,39 @@ static void elf_read_symbols(sym_obj_t *o, const elf_file_t *f, const Elf64_Ehdr
     o->names_bytes = nb;
 }
 
+/* The DWARF sections the line tables need (uncompressed only). */
+static void elf_find_debug(sym_obj_t *o, const elf_file_t *f, const Elf64_Ehdr *eh)
+{
+    Elf64_Shdr names;
+    if (eh->e_shoff == 0 || eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shstrndx >= eh->e_shnum ||
+        !in_file(f, eh->e_shoff, (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr)) ||
+        !rd(f, eh->e_shoff + (uint64_t)eh->e_shstrndx * sizeof(names), &names, sizeof(names)) ||
+        !in_file(f, names.sh_offset, names.sh_size))
+        return;
+    for (unsigned i = 0; i < eh->e_shnum; i++) {
+        Elf64_Shdr sh;
+        rd(f, eh->e_shoff + (uint64_t)i * sizeof(sh), &sh, sizeof(sh));
+        if (sh.sh_type != SHT_PROGBITS || (sh.sh_flags & SHF_COMPRESSED) || sh.sh_name >= names.sh_size ||
+            !in_file(f, sh.sh_offset, sh.sh_size))
+            continue;
+        const char *n = (const char *)f->p + names.sh_offset + sh.sh_name;
+        size_t max = names.sh_size - sh.sh_name;
+        const unsigned char *p = f->p + sh.sh_offset;
+        if (strnlen(n, max) == max)
+            continue;
+        if (strcmp(n, ".debug_line") == 0) {
+            o->dwarf.line = p;
+            o->dwarf.line_size = sh.sh_size;
+        } else if (strcmp(n, ".debug_line_str") == 0) {
+            o->dwarf.line_str = p;
+            o->dwarf.line_str_size = sh.sh_size;
+        } else if (strcmp(n, ".debug_str") == 0) {
+            o->dwarf.str = p;
+            o->dwarf.str_size = sh.sh_size;
+        }
+    }
+}
+
 static void elf_read(sym_obj_t *o, const elf_file_t *f)
 {
     Elf64_Ehdr eh;
@@ -439,6 +477,8 @@ static void elf_read(sym_obj_t *o, const elf_file_t *f)
         }
     }
     elf_read_symbols(o, f, &eh);
+    if (o->nsyms > 0)
+        elf_find_debug(o, f, &eh);
 }
 
 static int open_object(const prof_maps_t *maps, const prof_map_t *m)
@@ -478,7 +518,9 @@ static sym_obj_t *obj_load(const prof_maps_t *maps, const prof_map_t *m)
             if (p != MAP_FAILED) {
                 elf_file_t f = {p, size};
                 elf_read(o, &f);
-                munmap(p, size);
+                o->has_dwarf = prof_dwarf_init(&o->dwarf);
+                if (!o->has_dwarf)
+                    munmap(p, size);
             }
         }
         close(fd);
@@ -518,6 +560,31 @@ static const sym_ent_t *obj_lookup(const sym_obj_t *o, uint64_t vaddr)
     return vaddr - s->addr < s->size ? s : NULL;
 }
 
+static bool same_str(const char *a, const char *b)
+{
+    return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+/* File and line of out->vaddr in the function s, see prof_sym_t. */
+static void sym_lines(const sym_obj_t *o, const sym_ent_t *s, prof_sym_t *out)
+{
+    const char *dir, *file, *fdir, *ffile;
+    unsigned line, fline;
+    bool at = prof_dwarf_line(&o->dwarf, out->vaddr, &dir, &file, &line);
+    bool start = prof_dwarf_line(&o->dwarf, s->addr, &fdir, &ffile, &fline);
+    if (start) {
+        out->file_dir = fdir;
+        out->file = ffile;
+        out->fn_line = fline;
+        if (at && same_str(dir, fdir) && same_str(file, ffile))
+            out->line = line;
+    } else if (at) {
+        out->file_dir = dir;
+        out->file = file;
+        out->line = line;
+    }
+}
+
 bool prof_symbolize(const prof_maps_t *maps, uint64_t addr, prof_sym_t *out)
 {
     memset(out, 0, sizeof(*out));
@@ -542,6 +609,8 @@ bool prof_symbolize(const prof_maps_t *maps, uint64_t addr, prof_sym_t *out)
         if (s != NULL) {
             out->name = o->names + s->name;
             out->fn_offset = out->vaddr - s->addr;
+            if (o->has_dwarf)
+                sym_lines(o, s, out);
         }
     }
     ma_mutex_unlock(&sym_lock);

@@ -6,8 +6,10 @@
  * translated to the object's link-time address through its ELF program
  * headers, and named from the object's own symbol table: .symtab when the
  * file has one (static functions too), .dynsym otherwise (a stripped
- * library). Names are left as they are in the object: C++ names stay
- * mangled (pprof demangles them itself; pipe folded stacks through c++filt).
+ * library), and, when the object has DWARF line tables, its source file
+ * and line (prof_dwarf.c). Names are left as they are in the object: C++
+ * names stay mangled (pprof demangles them itself; pipe folded stacks
+ * through c++filt).
  *
  * Objects are read from mmap'd files; each object's function symbols are
  * copied once into a sorted table in pages_map'd memory and cached for the
@@ -52,8 +54,14 @@ const prof_map_t *prof_maps_find(const prof_maps_t *m, uint64_t addr);
 typedef struct prof_sym {
     const char *name;      /* the function, or NULL when unknown */
     uint64_t fn_offset;    /* address - the function's start */
-    const char *file;      /* source file, or NULL */
-    unsigned line;         /* its line, or 0 */
+    /* From the object's DWARF line table (built with -g), when the name
+     * is known: the function's source file (a directory, which may be
+     * NULL, and a name), the line of the address and the function's first
+     * line. line is 0 when the address's row is in another file (code
+     * inlined from elsewhere: the table says where that code came from,
+     * not where the function called it). */
+    const char *file_dir, *file;
+    unsigned line, fn_line;
     const prof_map_t *map; /* the mapping holding the address, or NULL */
     uint64_t vaddr;        /* the address as the object's link-time address */
     bool object_read;      /* the object's ELF file could be read */
