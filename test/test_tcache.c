@@ -21,7 +21,7 @@ static void setup(void)
     free(malloc(1));
     tsd = tsd_fetch();
     cr_assert(tsd_nominal(tsd));
-    tsd->te.gc_next = TE_NEVER;
+    tsd->te.next[TE_GC] = TE_NEVER;
     tsd_update_next_event(tsd);
 }
 
@@ -539,13 +539,13 @@ Test(te, next_event_is_ahead_for_a_nominal_thread_and_zero_while_reentrant)
 Test(te, the_gc_event_fires_when_its_byte_threshold_is_crossed)
 {
     unsigned c0 = tsd->gc_cursor;
-    tsd->te.gc_next = tsd->thread_allocated + 1;
+    tsd->te.next[TE_GC] = tsd->thread_allocated + 1;
     tsd_update_next_event(tsd);
     cr_assert_eq(tsd->next_event, tsd->thread_allocated + 1);
     void *p = malloc(100);
     unsigned nb = tsd->tcache_nbins;
     cr_assert_eq(tsd->gc_cursor, (c0 + 1) % nb, "one GC step ran");
-    cr_assert_eq(tsd->te.gc_next, tsd->thread_allocated + TE_GC_INTERVAL);
+    cr_assert_eq(tsd->te.next[TE_GC], tsd->thread_allocated + TE_GC_INTERVAL);
     cr_assert_gt(tsd->next_event, tsd->thread_allocated);
     free(p);
     /* Below the threshold nothing runs. */

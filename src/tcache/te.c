@@ -77,38 +77,84 @@ static bool sample_current(const tsd_t *tsd)
     return tsd->te.sample_epoch == ma_load_acquire(&te_sample_epoch);
 }
 
-static void sample_redraw(tsd_t *tsd, uint64_t from)
+static uint64_t sample_wait(tsd_t *tsd)
 {
     tsd->te.sample_epoch = ma_load_acquire(&te_sample_epoch);
-    tsd->te.sample_next = ma_load_relaxed(&te_sample_on)
-                              ? from + te_sample_wait(&tsd->te.prng, te_lg_sample)
-                              : TE_NEVER;
+    if (!ma_load_relaxed(&te_sample_on))
+        return TE_NEVER;
+    return te_sample_wait(&tsd->te.prng, te_lg_sample);
+}
+
+static uint64_t gc_wait(tsd_t *tsd)
+{
+    (void)tsd;
+    return TE_GC_INTERVAL;
+}
+
+static void gc_fire(tsd_t *tsd, uint64_t after)
+{
+    (void)after;
+    tcache_gc_step(tsd);
+}
+
+static uint64_t periodic_wait(tsd_t *tsd)
+{
+    (void)tsd;
+    return te_periodic_interval;
+}
+
+static void periodic_fire(tsd_t *tsd, uint64_t after)
+{
+    uint64_t bytes = after - tsd->te.periodic_last;
+    tsd->te.periodic_last = after;
+    for (unsigned i = 0; i < nperiodic; i++)
+        periodic_hooks[i](bytes);
+}
+
+typedef struct te_event_desc {
+    const char *name;
+    uint64_t (*wait)(tsd_t *tsd);                 /* bytes from a firing to the next */
+    void (*fire)(tsd_t *tsd, uint64_t after);     /* NULL: the caller acts on it */
+} te_event_desc_t;
+
+static const te_event_desc_t te_events[TE_NEVENTS] = {
+    [TE_SAMPLE] = {"sample", sample_wait, NULL},
+    [TE_GC] = {"tcache_gc", gc_wait, gc_fire},
+    [TE_PERIODIC] = {"periodic", periodic_wait, periodic_fire},
+};
+
+/* Schedule event i from byte position `from` (saturating). */
+static void te_schedule(tsd_t *tsd, unsigned i, uint64_t from)
+{
+    uint64_t w = te_events[i].wait(tsd);
+    tsd->te.next[i] = w == TE_NEVER || from > TE_NEVER - w ? TE_NEVER : from + w;
 }
 
 void te_init(tsd_t *tsd)
 {
     static uint64_t serial;
     tsd->te.prng = te_prng_seed(tsd, ma_fetch_add(&serial, 1));
-    tsd->te.gc_next = tsd->thread_allocated + TE_GC_INTERVAL;
     tsd->te.periodic_last = tsd->thread_allocated;
-    tsd->te.periodic_next = tsd->thread_allocated + te_periodic_interval;
-    sample_redraw(tsd, tsd->thread_allocated);
+    for (unsigned i = 0; i < TE_NEVENTS; i++)
+        te_schedule(tsd, i, tsd->thread_allocated);
 }
 
 void te_resync(tsd_t *tsd)
 {
     if (!sample_current(tsd))
-        sample_redraw(tsd, tsd->thread_allocated);
+        te_schedule(tsd, TE_SAMPLE, tsd->thread_allocated);
     tsd_update_next_event(tsd);
 }
 
 void te_update_next(tsd_t *tsd)
 {
     uint64_t next = tsd->thread_allocated + TE_MAX_WAIT;
-    next = MA_MIN(next, tsd->te.gc_next);
-    next = MA_MIN(next, tsd->te.periodic_next);
-    /* A stale epoch must reach the slow path soon to redraw. */
-    next = MA_MIN(next, sample_current(tsd) ? tsd->te.sample_next : tsd->te.gc_next);
+    for (unsigned i = 0; i < TE_NEVENTS; i++)
+        next = MA_MIN(next, tsd->te.next[i]);
+    /* A sampling configuration changed: reach the slow path soon to redraw
+     * (the GC event bounds how soon). */
+    if (!sample_current(tsd))
+        next = MA_MIN(next, tsd->te.next[TE_GC]);
     tsd->next_event = next;
 }
 
@@ -116,20 +162,15 @@ bool te_alloc_event(tsd_t *tsd, size_t usize)
 {
     uint64_t after = tsd->thread_allocated + usize;
     if (!sample_current(tsd))
-        sample_redraw(tsd, tsd->thread_allocated);
-    bool sample = after >= tsd->te.sample_next;
-    if (sample)
-        sample_redraw(tsd, after); /* memoryless: a fresh wait from this allocation's end */
-    if (after >= tsd->te.gc_next) {
-        tcache_gc_step(tsd);
-        tsd->te.gc_next = after + TE_GC_INTERVAL;
-    }
-    if (after >= tsd->te.periodic_next) {
-        uint64_t bytes = after - tsd->te.periodic_last;
-        tsd->te.periodic_last = after;
-        tsd->te.periodic_next = after + te_periodic_interval;
-        for (unsigned i = 0; i < nperiodic; i++)
-            periodic_hooks[i](bytes);
+        te_schedule(tsd, TE_SAMPLE, tsd->thread_allocated);
+    bool sample = after >= tsd->te.next[TE_SAMPLE];
+    for (unsigned i = 0; i < TE_NEVENTS; i++) {
+        if (after < tsd->te.next[i])
+            continue;
+        if (te_events[i].fire != NULL)
+            te_events[i].fire(tsd, after);
+        /* Memoryless for the sampler: a fresh wait from this allocation's end. */
+        te_schedule(tsd, i, after);
     }
     /* next_event is set by the caller once the allocation is counted. */
     return sample;
@@ -138,8 +179,8 @@ bool te_alloc_event(tsd_t *tsd, size_t usize)
 void te_reentrant_alloc(tsd_t *tsd, size_t usize)
 {
     uint64_t after = tsd->thread_allocated + usize;
-    if (sample_current(tsd) && after >= tsd->te.sample_next) {
+    if (sample_current(tsd) && after >= tsd->te.next[TE_SAMPLE]) {
         ma_fetch_add(&te_samples_skipped, 1);
-        sample_redraw(tsd, after);
+        te_schedule(tsd, TE_SAMPLE, after);
     }
 }

@@ -7,10 +7,14 @@
  *
  *     if (thread_allocated + usize >= next_event) -> slow path
  *
- * The events (one table in te.c; adding one is a change there):
+ * The events are one table in te.c (te_events: a name, the wait to the
+ * next firing, what firing does), indexed by enum te_event; adding an event
+ * is an enum value and a table row:
+ *   sample     the profiler's next sampled byte (exponential waits); decided
+ *              before the allocation, by the caller, from te_alloc_event's
+ *              result
  *   tcache_gc  every TE_GC_INTERVAL bytes: one cache-bin GC step
- *   sample     the profiler's next sampled byte (exponential waits)
- *   periodic   every TE_PERIODIC_INTERVAL bytes: hooks registered by other
+ *   periodic   every te_periodic_interval bytes: hooks registered by other
  *              modules (profile interval dumps, purging ticks)
  */
 #ifndef MYALLOC_TE_H
@@ -23,13 +27,13 @@
 #define TE_PERIODIC_INTERVAL_MAX ((uint64_t)1 << 20)
 #define TE_NEVER              UINT64_MAX
 
+enum te_event { TE_SAMPLE, TE_GC, TE_PERIODIC, TE_NEVENTS };
+
 typedef struct te_state {
-    uint64_t gc_next;
-    uint64_t sample_next;
-    uint64_t periodic_next;
+    uint64_t next[TE_NEVENTS];  /* thread_allocated value at which each fires */
     uint64_t periodic_last;     /* thread_allocated at the last periodic call */
-    uint64_t prng;          /* the sampler's per-thread generator state */
-    uint64_t sample_epoch;  /* te_sample_epoch when sample_next was drawn */
+    uint64_t prng;              /* the sampler's per-thread generator state */
+    uint64_t sample_epoch;      /* te_sample_epoch when next[TE_SAMPLE] was drawn */
 } te_state_t;
 
 /* Sampling parameters, set by the profiler (through core). A change bumps
