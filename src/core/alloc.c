@@ -52,8 +52,9 @@ static void *alloc_usize(tsd_t *tsd, size_t usize, size_t align, int flags)
 }
 
 /* A sampled allocation: the stack capture may allocate (the unwinder), so
- * the thread is re-entrant meanwhile: nested allocations take no events. */
-static MA_NOINLINE void *alloc_sampled(tsd_t *tsd, size_t usize, size_t align, int flags, void *caller)
+ * the thread is re-entrant meanwhile: nested allocations take no events.
+ * Inline: each frame here is one more for the unwinder to walk through. */
+MA_INLINE void *alloc_sampled(tsd_t *tsd, size_t usize, size_t align, int flags, void *caller)
 {
     bool explicit_arena;
     arena_t *arena = flags_arena(tsd, flags, &explicit_arena);

@@ -16,12 +16,47 @@
 #include <link.h>
 #include <pthread.h>
 #include <string.h>
+#include <unwind.h>
 
 #include "prof.h"
 
 #define PROF_BT_SKIP_MAX 32 /* the allocator's own frames are far fewer */
 
 static uintptr_t own_text_lo, own_text_hi;
+
+/* libgcc's unwinder, called directly (found at warm-up with dlsym, so that
+ * nothing more is linked): it saves backtrace()'s own frames and helper.
+ * NULL: use backtrace(). */
+typedef _Unwind_Reason_Code unwind_backtrace_fn(_Unwind_Trace_Fn, void *);
+typedef _Unwind_Ptr unwind_getip_fn(struct _Unwind_Context *);
+static unwind_backtrace_fn *unwind_backtrace;
+static unwind_getip_fn *unwind_getip;
+
+typedef struct unwind_arg {
+    void **buf;
+    int n, cap;
+} unwind_arg_t;
+
+static _Unwind_Reason_Code unwind_step(struct _Unwind_Context *ctx, void *p)
+{
+    unwind_arg_t *a = p;
+    if (a->n == a->cap)
+        return _URC_END_OF_STACK;
+    uintptr_t ip = unwind_getip(ctx);
+    if (ip == 0)
+        return _URC_END_OF_STACK;
+    a->buf[a->n++] = (void *)ip;
+    return _URC_NO_REASON;
+}
+
+static int bt_gcc(void **buf, int cap)
+{
+    if (unwind_backtrace == NULL)
+        return backtrace(buf, cap);
+    unwind_arg_t a = {buf, 0, cap};
+    unwind_backtrace(unwind_step, &a);
+    return a.n;
+}
 
 /* The thread's stack top, for bounding the frame-pointer walk. */
 static __thread uintptr_t bt_stack_hi __attribute__((tls_model("initial-exec")));
@@ -75,7 +110,7 @@ unsigned prof_backtrace(void **frames, unsigned max, void *caller)
     if (max > PROF_BT_MAX_LIMIT)
         max = PROF_BT_MAX_LIMIT;
     int cap = (int)max + PROF_BT_SKIP_MAX;
-    int n = opt_prof_bt == PROF_BT_FP ? bt_fp(buf, cap) : backtrace(buf, cap);
+    int n = opt_prof_bt == PROF_BT_FP ? bt_fp(buf, cap) : bt_gcc(buf, cap);
     int start = -1;
     for (int i = 0; i < n && i < PROF_BT_SKIP_MAX; i++) {
         if (buf[i] == caller) {
@@ -119,7 +154,20 @@ void prof_bt_boot(void)
      * statically: then the fallback cut is less precise, see above). */
     dl_iterate_phdr(find_own_text, (void *)(uintptr_t)&prof_backtrace);
     /* The first backtrace() loads libgcc_s and allocates: do it now, not
-     * inside a sampled malloc. */
+     * inside a sampled malloc; then take libgcc's unwinder itself. */
     void *warm[4];
     backtrace(warm, 4);
+    void *gcc = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (gcc == NULL)
+        gcc = dlopen("libgcc_s.so.1", RTLD_NOW);
+    if (gcc != NULL) {
+        unwind_getip = (unwind_getip_fn *)dlsym(gcc, "_Unwind_GetIP");
+        unwind_backtrace_fn *ub = (unwind_backtrace_fn *)dlsym(gcc, "_Unwind_Backtrace");
+        if (unwind_getip != NULL && ub != NULL) {
+            void *w[4];
+            unwind_arg_t a = {w, 0, 4};
+            ub(unwind_step, &a); /* warm its caches too */
+            ma_store_release(&unwind_backtrace, ub);
+        }
+    }
 }
