@@ -12,8 +12,9 @@
  * SVG (prof_format:svg): the same stacks merged into a tree by function
  * name, drawn as a flame graph (root at the bottom, children in name
  * order, width proportional to live bytes). Self-contained: plain SVG with
- * no script or external reference, so any browser opens it; each frame's
- * tooltip (<title>) gives its name, bytes, share and resident bytes.
+ * no script or external reference, so any browser opens it; a frame's
+ * label is its name, and its size when there is room; its tooltip
+ * (<title>) gives name, bytes, share and resident bytes.
  */
 #include <errno.h>
 #include <math.h>
@@ -299,7 +300,11 @@ static void svg_node(ma_bufwriter_t *bw, const flame_t *f, uint32_t i, double sc
     if (fits >= 3) {
         size_t len = strlen(name);
         ma_bw_printf(bw, "<text x=\"%.1f\" y=\"%.1f\">", x + 3, y + 11.5);
-        if (len <= fits) {
+        if (len + 3 + strlen(vb) <= fits) {
+            /* Room for the size too: readable without hovering. */
+            xml_text(bw, name, len);
+            ma_bw_printf(bw, " (%s)", vb);
+        } else if (len <= fits) {
             xml_text(bw, name, len);
         } else {
             xml_text(bw, name, fits - 2);
