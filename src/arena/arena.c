@@ -341,6 +341,31 @@ size_t arena_purge(arena_t *a)
     return extent_purge_all(&a->pool);
 }
 
+/* Decay's part of the above: a current slab found entirely free at a decay
+ * tick goes back to the pool (dirty: its pages then decay like any other),
+ * so an arena does not keep one idle slab per bin forever (tens of MiB per
+ * arena with 64 KiB pages). The mailbox is left alone. */
+size_t arena_decay(arena_t *a, uint64_t now_ns, size_t max_pages)
+{
+    for (unsigned b = 0; b < SC_NBINS; b++) {
+        bin_t *bin = &a->bins[b];
+        const unsigned nregs = sc_bin_info[b].nregs;
+        /* Unlocked peek (extent records are never unmapped); rechecked. */
+        extent_t *slab = ma_load_relaxed(&bin->slabcur);
+        if (slab == NULL || ma_load_relaxed(&slab->nfree) != nregs)
+            continue;
+        ma_mutex_lock(&bin->lock);
+        slab = bin->slabcur;
+        if (slab != NULL && slab->nfree == nregs) {
+            bin->slabcur = NULL;
+            bin->stats.curslabs--;
+            extent_dalloc(slab->pool, slab);
+        }
+        ma_mutex_unlock(&bin->lock);
+    }
+    return extent_decay(&a->pool, now_ns, max_pages);
+}
+
 /* ---------------------------------------------------------------------
  * Fork: every bin lock of every arena, then every pool lock (the order in
  * which a thread may nest them).

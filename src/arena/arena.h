@@ -113,6 +113,9 @@ bool arena_bin_mail(arena_t *a, unsigned binind, void *first, void *last, unsign
 void arena_bin_count_requests(arena_t *a, unsigned binind, uint64_t n);
 
 size_t arena_purge(arena_t *a);
+/* A decay tick (extent_decay, at most max_pages), which also gives back
+ * bins' current slabs that are entirely free. */
+size_t arena_decay(arena_t *a, uint64_t now_ns, size_t max_pages);
 
 void arena_prefork(void);
 void arena_postfork_parent(void);

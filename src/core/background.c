@@ -26,7 +26,7 @@ bool opt_background_thread;
 static void decay_one(arena_t *a, uint64_t now)
 {
     if (a != NULL)
-        extent_decay(&a->pool, now, DECAY_TICK_MAX_PAGES);
+        arena_decay(a, now, DECAY_TICK_MAX_PAGES);
 }
 
 void ma_decay_hook(uint64_t bytes)
@@ -61,7 +61,7 @@ static void *bg_main(void *arg)
             arena_t *a = ma_load_acquire(&arenas[i]);
             if (a == NULL)
                 continue;
-            extent_decay(&a->pool, now, SIZE_MAX);
+            arena_decay(a, now, SIZE_MAX);
             next = MA_MIN(next, extent_decay_ns_to_next(&a->pool, now));
         }
         prof_decay(now, SIZE_MAX);

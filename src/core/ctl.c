@@ -191,7 +191,7 @@ static int h_thread_idle(ctl_req_t *r, ctl_val_t *out)
     if (tsd_nominal(tsd)) {
         tcache_flush(tsd);
         if (tsd->arena != NULL)
-            extent_decay(&tsd->arena->pool, decay_now_ns(), SIZE_MAX);
+            arena_decay(tsd->arena, decay_now_ns(), SIZE_MAX);
     }
     return 0;
 }
@@ -330,12 +330,18 @@ static int for_arenas(size_t i, size_t (*fn)(arena_t *))
 static int h_arena_purge(ctl_req_t *r, ctl_val_t *out)
 {
     (void)out;
+    /* The calling thread's cached objects keep their slabs in use (with
+     * 64 KiB pages, a few MiB of them hold hundreds of MiB): they go back
+     * first, as for malloc_trim. */
+    tsd_t *tsd = tsd_fetch();
+    if (tsd_nominal(tsd))
+        tcache_flush(tsd);
     return for_arenas(r->idx[0], arena_purge);
 }
 
 static size_t arena_decay_now(arena_t *a)
 {
-    return extent_decay(&a->pool, decay_now_ns(), SIZE_MAX);
+    return arena_decay(a, decay_now_ns(), SIZE_MAX);
 }
 
 static int h_arena_decay(ctl_req_t *r, ctl_val_t *out)
