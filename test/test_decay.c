@@ -1,0 +1,1300 @@
+/*
+ * Giving memory back: decay-based purging, explicit purges, retain, thp,
+ * the background thread, thread caches that let go, malloc_trim, and the
+ * fullest-slab-first fill order.
+ *
+ * Most tests run in the test process (each Criterion test has a process of
+ * its own) and set the decay times of their thread's arena with mallctl
+ * (arena.<i>.dirty_decay_ms / muzzy_decay_ms); options that only take
+ * effect at startup (retain, thp, background_thread) run in
+ * helpers/decay_probe under LD_PRELOAD with MYALLOC_CONF.
+ *
+ * Memory is measured as RSS from /proc/self/statm (read with read(2), so
+ * that measuring allocates nothing) relative to a baseline taken just
+ * before the test allocates. Nothing is asserted about time except
+ * generous upper bounds on how long decay may take; the shape of the decay
+ * curve is checked with a made-up clock (decay_advance, extent_decay on a
+ * private pool).
+ *
+ * Page sizes are never assumed: PAGE is the build's page, the OS page
+ * comes from sysconf.
+ */
+#include <limits.h>
+#include <malloc.h>
+#include <math.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "arena/arena.h"
+#include "arena/decay.h"
+#include "arena/extent.h"
+#include "myalloc.h"
+#include "tcache/tcache.h"
+#include "test_util.h"
+
+#define MIB ((size_t)1 << 20)
+#define GIB ((size_t)1 << 30)
+#define ALL MALLCTL_ARENAS_ALL
+
+/* Slack on top of the decay times for "has it been purged by now" (a busy
+ * 2-core machine can deschedule the test for a while). */
+#define DECAY_SLACK_MS 5000
+
+static void init_allocator(void) { free(malloc(1)); }
+
+TestSuite(decay, .init = init_allocator, .timeout = 120);
+TestSuite(decay_curve, .init = init_allocator, .timeout = 60);
+
+/* ---------------------------------------------------------------------
+ * Measuring without allocating.
+ */
+
+/* Field k of /proc/self/statm (0: size, 1: resident), in bytes. */
+static size_t statm_field(int k)
+{
+    char buf[256];
+    int fd = open("/proc/self/statm", O_RDONLY);
+    cr_assert_geq(fd, 0);
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    cr_assert_gt(n, 0);
+    buf[n] = '\0';
+    char *s = buf;
+    for (int i = 0; i < k; i++) {
+        while (*s && *s != ' ')
+            s++;
+        while (*s == ' ')
+            s++;
+    }
+    return (size_t)strtoull(s, NULL, 10) * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static size_t rss_now(void) { return statm_field(1); }
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+static double mib(size_t b) { return (double)b / (double)MIB; }
+
+/* ---------------------------------------------------------------------
+ * mallctl.
+ */
+
+static void new_epoch(void)
+{
+    uint64_t e = 1;
+    cr_assert_eq(mallctl("epoch", NULL, NULL, &e, sizeof(e)), 0);
+}
+
+static size_t ctl_size(const char *name)
+{
+    size_t v = 0, sz = sizeof(v);
+    new_epoch();
+    cr_assert_eq(mallctl(name, &v, &sz, NULL, 0), 0, "mallctl(%s)", name);
+    return v;
+}
+
+static uint64_t ctl_u64(const char *name)
+{
+    uint64_t v = 0;
+    size_t sz = sizeof(v);
+    new_epoch();
+    cr_assert_eq(mallctl(name, &v, &sz, NULL, 0), 0, "mallctl(%s)", name);
+    return v;
+}
+
+static void ctl_do(const char *fmt, size_t arena)
+{
+    char name[96];
+    snprintf(name, sizeof(name), fmt, arena);
+    cr_assert_eq(mallctl(name, NULL, NULL, NULL, 0), 0, "mallctl(%s)", name);
+}
+
+static size_t astat(unsigned a, const char *field)
+{
+    char name[96];
+    snprintf(name, sizeof(name), "stats.arenas.%u.%s", a, field);
+    return ctl_size(name);
+}
+
+static uint64_t astat64(unsigned a, const char *field)
+{
+    char name[96];
+    snprintf(name, sizeof(name), "stats.arenas.%u.%s", a, field);
+    return ctl_u64(name);
+}
+
+static size_t bin_curregs(unsigned a, unsigned bin)
+{
+    char name[96];
+    snprintf(name, sizeof(name), "stats.arenas.%u.bins.%u.curregs", a, bin);
+    return ctl_size(name);
+}
+
+static unsigned my_arena(void)
+{
+    unsigned a = 0;
+    size_t sz = sizeof(a);
+    cr_assert_eq(mallctl("thread.arena", &a, &sz, NULL, 0), 0);
+    return a;
+}
+
+static void set_thread_arena(unsigned a)
+{
+    cr_assert_eq(mallctl("thread.arena", NULL, NULL, &a, sizeof(a)), 0, "thread.arena = %u", a);
+}
+
+static void set_decay(unsigned a, ssize_t dirty_ms, ssize_t muzzy_ms)
+{
+    char name[96];
+    snprintf(name, sizeof(name), "arena.%u.dirty_decay_ms", a);
+    cr_assert_eq(mallctl(name, NULL, NULL, &dirty_ms, sizeof(dirty_ms)), 0, "%s", name);
+    snprintf(name, sizeof(name), "arena.%u.muzzy_decay_ms", a);
+    cr_assert_eq(mallctl(name, NULL, NULL, &muzzy_ms, sizeof(muzzy_ms)), 0, "%s", name);
+}
+
+/* The byte ticker runs purging every ~1 MiB a thread allocates: this
+ * allocates (and frees) bytes in 1 KiB objects, which the thread cache
+ * serves, so it adds no memory of its own. */
+static void tick(size_t bytes)
+{
+    for (size_t i = 0; i < bytes / 1024; i++) {
+        void *volatile p = malloc(1024);
+        free(p);
+    }
+}
+
+/* ---------------------------------------------------------------------
+ * A heap of mixed objects: half the bytes in small ones (log-uniform
+ * 16 B .. 8 KiB), half in large ones (log-uniform 16 KiB .. 4 MiB), every
+ * byte written. Bookkeeping lives in mmap'd memory, touched before the
+ * baseline is taken.
+ */
+
+typedef struct {
+    void **ps;
+    size_t *sizes;
+    size_t n, cap, bytes;
+    size_t rss0;      /* RSS before allocating */
+    size_t map_bytes;
+    uint64_t seed;
+} heap_t;
+
+static size_t loguniform(uint64_t *seed, double lo, double hi)
+{
+    double u = (double)(tu_rand(seed) >> 11) / 9007199254740992.0;
+    return (size_t)(lo * exp2(u * log2(hi / lo)));
+}
+
+static void heap_init(heap_t *h, size_t total, uint64_t seed)
+{
+    memset(h, 0, sizeof(*h));
+    h->cap = total / 1024 + 4096;
+    h->map_bytes = h->cap * (sizeof(void *) + sizeof(size_t));
+    char *m = mmap(NULL, h->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(m, MAP_FAILED);
+    memset(m, 0, h->map_bytes);
+    h->ps = (void **)m;
+    h->sizes = (size_t *)(m + h->cap * sizeof(void *));
+    h->seed = seed;
+}
+
+/* Allocate total bytes; pattern: fill with tu_fill (checkable) rather
+ * than memset. */
+static void heap_alloc(heap_t *h, size_t total, bool pattern, bool zeroed)
+{
+    h->rss0 = rss_now();
+    size_t small = 0, large = 0;
+    while (h->bytes < total && h->n < h->cap) {
+        bool is_small = small <= large;
+        size_t s = is_small ? loguniform(&h->seed, 16, 8192) : loguniform(&h->seed, 16384, 4 << 20);
+        char *p = zeroed ? calloc(1, s) : malloc(s);
+        cr_assert_not_null(p, "%s(%zu)", zeroed ? "calloc" : "malloc", s);
+        if (zeroed) {
+            for (size_t i = 0; i < s; i++)
+                if (p[i] != 0)
+                    cr_assert_fail("calloc(1, %zu) = %p: byte %zu is %#x, not 0", s, (void *)p, i,
+                                   (unsigned char)p[i]);
+        }
+        if (pattern)
+            tu_fill(p, s);
+        else
+            memset(p, 0x5a, s);
+        h->ps[h->n] = p;
+        h->sizes[h->n] = s;
+        h->n++;
+        h->bytes += s;
+        *(is_small ? &small : &large) += s;
+    }
+}
+
+static void heap_shuffle(heap_t *h)
+{
+    for (size_t i = h->n - 1; i > 0; i--) {
+        size_t j = (size_t)(tu_rand(&h->seed) % (i + 1));
+        void *t = h->ps[i];
+        size_t ts = h->sizes[i];
+        h->ps[i] = h->ps[j];
+        h->sizes[i] = h->sizes[j];
+        h->ps[j] = t;
+        h->sizes[j] = ts;
+    }
+}
+
+/* Free every object (in random order) except those with index % keep_every
+ * == 0 when keep_every != 0; those move to the front. Returns the bytes
+ * freed. */
+static size_t heap_free(heap_t *h, size_t keep_every)
+{
+    heap_shuffle(h);
+    size_t kept = 0, freed = 0;
+    for (size_t i = 0; i < h->n; i++) {
+        if (keep_every != 0 && i % keep_every == 0) {
+            h->ps[kept] = h->ps[i];
+            h->sizes[kept] = h->sizes[i];
+            kept++;
+            continue;
+        }
+        free(h->ps[i]);
+        freed += h->sizes[i];
+    }
+    h->n = kept;
+    h->bytes -= freed;
+    return freed;
+}
+
+static void heap_destroy(heap_t *h)
+{
+    for (size_t i = 0; i < h->n; i++)
+        free(h->ps[i]);
+    munmap(h->ps, h->map_bytes);
+    h->n = 0;
+}
+
+/* ---------------------------------------------------------------------
+ * Explicit purge, decay -1, decay on, decay 0, muzzy.
+ */
+
+/*
+ * Freeing 1 GiB and then arena.<all>.purge: RSS drops below 10% of the
+ * GiB. The arena's dirty decay is -1 first, so that this purge is the only
+ * thing that purges. Also: the purge statistics move (dirty_npurge,
+ * dirty_nmadvise, dirty_purged; pdirty back to 0), stats.retained grows by
+ * what was purged, and stats.resident tracks RSS.
+ *
+ * stats.resident's bound: the allocator's resident memory is part of RSS,
+ * and RSS also holds what is not the allocator's (program, libraries,
+ * stacks, the test's mmap'd bookkeeping), which this test does not change.
+ * So, after the purge: stats.resident <= RSS + 16 MiB (stats.resident
+ * counts metadata by an estimate, and active pages whether touched or
+ * not), and RSS - stats.resident <= (RSS - stats.resident before the test
+ * allocated) + 16 MiB (the allocator hides no memory from its own count);
+ * and while the GiB is live, the two grew by the same amount within 5% of
+ * it.
+ */
+Test(decay, purge_all_gives_back_a_freed_gib)
+{
+    unsigned a = my_arena();
+    set_decay(a, -1, -1);
+    heap_t h;
+    heap_init(&h, GIB, 1);
+    size_t res0 = ctl_size("stats.resident");
+    heap_alloc(&h, GIB, false, false);
+    size_t rss1 = rss_now(), res1 = ctl_size("stats.resident");
+    cr_assert_geq(rss1, h.rss0 + GIB * 9 / 10, "allocating 1 GiB: RSS %.0f -> %.0f MiB", mib(h.rss0), mib(rss1));
+    double drss = (double)rss1 - (double)h.rss0, dres = (double)res1 - (double)res0;
+    cr_assert(fabs(drss - dres) <= 0.05 * (double)GIB,
+              "with 1 GiB live, RSS grew %.0f MiB and stats.resident %.0f MiB", drss / MIB, dres / MIB);
+
+    uint64_t npurge0 = astat64(a, "dirty_npurge"), nmadv0 = astat64(a, "dirty_nmadvise"),
+             purged0 = astat64(a, "dirty_purged");
+    size_t retained0 = ctl_size("stats.retained");
+    size_t freed = heap_free(&h, 0);
+    size_t rss2 = rss_now();
+    cr_assert_geq(rss2, h.rss0 + freed * 8 / 10, "decay -1: freeing alone must not purge (RSS %.0f MiB)",
+                  mib(rss2 - h.rss0));
+    /* Freed, not purged: still resident, and stats.resident says so. */
+    size_t res2 = ctl_size("stats.resident");
+    drss = (double)rss2 - (double)h.rss0;
+    dres = (double)res2 - (double)res0;
+    cr_assert(fabs(drss - dres) <= 0.05 * (double)GIB,
+              "freed but not purged: RSS %.0f MiB and stats.resident %.0f MiB over the start", drss / MIB, dres / MIB);
+
+    ctl_do("arena.%zu.purge", ALL);
+    size_t rss3 = rss_now();
+    cr_log_info("purge: RSS %.1f MiB over the baseline after freeing 1 GiB (was %.1f)", mib(rss3 - h.rss0),
+                mib(rss2 - h.rss0));
+    cr_assert_lt(rss3, h.rss0 + GIB / 10, "after arena.<all>.purge RSS is %.1f MiB over the baseline (limit %.1f)",
+                 mib(rss3 - h.rss0), mib(GIB / 10));
+
+    /* The statistics. */
+    cr_assert_eq(astat(a, "pdirty"), 0, "pdirty after purge");
+    cr_assert_gt(astat64(a, "dirty_npurge"), npurge0, "dirty_npurge did not move");
+    cr_assert_gt(astat64(a, "dirty_nmadvise"), nmadv0, "dirty_nmadvise did not move");
+    uint64_t purged = astat64(a, "dirty_purged") - purged0;
+    cr_assert_geq(purged * PAGE, freed * 8 / 10, "dirty_purged grew by %llu pages for %zu bytes freed",
+                  (unsigned long long)purged, freed);
+    size_t retained = ctl_size("stats.retained");
+    cr_assert_geq(retained, retained0 + freed * 8 / 10, "stats.retained %.0f -> %.0f MiB", mib(retained0),
+                  mib(retained));
+
+    /* stats.resident against RSS (see above). */
+    size_t res3 = ctl_size("stats.resident");
+    rss3 = rss_now();
+    cr_assert_leq(res3, rss3 + 16 * MIB, "after purge: stats.resident %.1f MiB, RSS %.1f MiB", mib(res3),
+                  mib(rss3));
+    cr_assert_leq((double)rss3 - (double)res3, (double)h.rss0 - (double)res0 + 16.0 * MIB,
+                  "after purge RSS - stats.resident = %.1f MiB, before the test %.1f MiB",
+                  ((double)rss3 - (double)res3) / MIB, ((double)h.rss0 - (double)res0) / MIB);
+    heap_destroy(&h);
+}
+
+/* dirty_decay_ms -1: nothing is purged however long the program keeps
+ * allocating (the ticker runs ~every MiB), and the pages stay resident. */
+Test(decay, minus_one_never_purges)
+{
+    unsigned a = my_arena();
+    set_decay(a, -1, -1);
+    heap_t h;
+    heap_init(&h, GIB, 2);
+    heap_alloc(&h, GIB, false, false);
+    size_t freed = heap_free(&h, 0);
+    /* Objects in the thread cache are not free yet as far as the pages are
+     * concerned: flush, so that all the freed bytes reach the page level. */
+    cr_assert_eq(mallctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
+    uint64_t npurge0 = astat64(a, "dirty_npurge"), mpurge0 = astat64(a, "muzzy_npurge");
+    size_t pdirty0 = astat(a, "pdirty");
+    cr_assert_geq(pdirty0 * PAGE, freed * 8 / 10);
+    /* Longer than the default decay time (1 s), ticking all along. */
+    uint64_t t0 = now_ms();
+    while (now_ms() - t0 < 1500) {
+        tick(MIB);
+        sleep_ms(2);
+    }
+    ctl_do("arena.%zu.decay", a);
+    size_t rss = rss_now();
+    cr_assert_eq(astat64(a, "dirty_npurge"), npurge0, "decay -1 purged dirty pages");
+    cr_assert_eq(astat64(a, "muzzy_npurge"), mpurge0, "decay -1 purged muzzy pages");
+    /* (The ticks' own allocations may reuse a few dirty pages.) */
+    cr_assert_geq(astat(a, "pdirty") * PAGE + 4 * MIB, pdirty0 * PAGE, "pdirty %zu -> %zu pages with decay -1",
+                  pdirty0, astat(a, "pdirty"));
+    cr_assert_geq(rss, h.rss0 + freed * 8 / 10, "RSS %.0f MiB over the baseline after freeing %.0f MiB",
+                  mib(rss - h.rss0), mib(freed));
+    heap_destroy(&h);
+}
+
+/* Keep the ticker running (1 MiB allocated per round) until RSS is within
+ * limit bytes over base, or deadline_ms passes. Returns the ms it took, or
+ * -1. Also records the largest pmuzzy of arena a seen on the way. */
+static long tick_until_rss_below(size_t base, size_t limit, uint64_t deadline_ms, unsigned a, size_t *max_pmuzzy)
+{
+    uint64_t t0 = now_ms();
+    for (;;) {
+        if (max_pmuzzy != NULL) {
+            size_t m = astat(a, "pmuzzy");
+            if (m > *max_pmuzzy)
+                *max_pmuzzy = m;
+        }
+        size_t rss = rss_now();
+        if (rss < base + limit && (max_pmuzzy == NULL || astat(a, "pmuzzy") == 0))
+            return (long)(now_ms() - t0);
+        if (now_ms() - t0 > deadline_ms)
+            return -1;
+        tick(MIB);
+        sleep_ms(2);
+    }
+}
+
+/* Decay on (the defaults: dirty 1000 ms, muzzy 0): a freed GiB goes back
+ * to the OS within the decay time plus slack, purged by the ticker of a
+ * thread that keeps allocating a little. */
+Test(decay, a_freed_gib_decays_within_the_decay_time)
+{
+    unsigned a = my_arena();
+    const ssize_t dirty_ms = 1000;
+    set_decay(a, dirty_ms, 0);
+    heap_t h;
+    heap_init(&h, GIB, 3);
+    heap_alloc(&h, GIB, false, false);
+    uint64_t npurge0 = astat64(a, "dirty_npurge"), purged0 = astat64(a, "dirty_purged");
+    size_t retained0 = ctl_size("stats.retained");
+    size_t freed = heap_free(&h, 0);
+    size_t rss_freed = rss_now();
+    long ms = tick_until_rss_below(h.rss0, GIB / 10, (uint64_t)dirty_ms + DECAY_SLACK_MS, a, NULL);
+    size_t rss = rss_now();
+    cr_log_info("decay %zd ms: RSS back within 10%% of 1 GiB after %ld ms (from %.0f to %.0f MiB over the baseline)",
+                dirty_ms, ms, mib(rss_freed - h.rss0), mib(rss - h.rss0));
+    cr_assert_geq(ms, 0, "dirty_decay_ms %zd: RSS still %.0f MiB over the baseline %d ms after freeing 1 GiB",
+                  dirty_ms, mib(rss - h.rss0), (int)dirty_ms + DECAY_SLACK_MS);
+    cr_assert_gt(astat64(a, "dirty_npurge"), npurge0);
+    cr_assert_geq((astat64(a, "dirty_purged") - purged0) * PAGE, freed * 8 / 10);
+    cr_assert_geq(ctl_size("stats.retained"), retained0 + freed * 8 / 10);
+    heap_destroy(&h);
+}
+
+/* dirty_decay_ms:N,muzzy_decay_ms:M: freed pages go muzzy (MADV_FREE;
+ * pmuzzy > 0 on the way, the dirty counters move), then to retained
+ * (MADV_DONTNEED; the muzzy counters move), and RSS drops. */
+Test(decay, dirty_goes_muzzy_then_retained)
+{
+    unsigned a = my_arena();
+    const ssize_t dirty_ms = 300, muzzy_ms = 300;
+    set_decay(a, dirty_ms, muzzy_ms);
+    heap_t h;
+    heap_init(&h, GIB, 4);
+    heap_alloc(&h, GIB, false, false);
+    uint64_t d0 = astat64(a, "dirty_npurge"), dm0 = astat64(a, "dirty_nmadvise"), dp0 = astat64(a, "dirty_purged");
+    uint64_t m0 = astat64(a, "muzzy_npurge"), mm0 = astat64(a, "muzzy_nmadvise"), mp0 = astat64(a, "muzzy_purged");
+    size_t freed = heap_free(&h, 0);
+    size_t max_pmuzzy = 0;
+    long ms = tick_until_rss_below(h.rss0, GIB / 10, (uint64_t)(dirty_ms + muzzy_ms) + DECAY_SLACK_MS, a,
+                                   &max_pmuzzy);
+    size_t rss = rss_now();
+    cr_log_info("muzzy: pmuzzy peaked at %zu pages; RSS back after %ld ms", max_pmuzzy, ms);
+    cr_assert_gt(max_pmuzzy, 0, "pages never went muzzy");
+    cr_assert_geq(max_pmuzzy * PAGE, freed / 10, "only %zu pages went muzzy", max_pmuzzy);
+    cr_assert_geq(ms, 0, "RSS still %.0f MiB over the baseline (pdirty %zu, pmuzzy %zu pages) %zd ms after freeing",
+                  mib(rss - h.rss0), astat(a, "pdirty"), astat(a, "pmuzzy"), dirty_ms + muzzy_ms + DECAY_SLACK_MS);
+    cr_assert_gt(astat64(a, "dirty_npurge"), d0);
+    cr_assert_gt(astat64(a, "dirty_nmadvise"), dm0);
+    cr_assert_geq((astat64(a, "dirty_purged") - dp0) * PAGE, freed * 8 / 10);
+    cr_assert_gt(astat64(a, "muzzy_npurge"), m0, "muzzy_npurge did not move");
+    cr_assert_gt(astat64(a, "muzzy_nmadvise"), mm0, "muzzy_nmadvise did not move");
+    cr_assert_geq((astat64(a, "muzzy_purged") - mp0) * PAGE, freed * 8 / 10, "muzzy_purged grew by %llu pages",
+                  (unsigned long long)(astat64(a, "muzzy_purged") - mp0));
+    heap_destroy(&h);
+}
+
+/* dirty_decay_ms 0: pages are purged as they are freed: no purge call, no
+ * ticking, and pdirty stays 0. (The thread cache is flushed after the
+ * frees: objects it holds are not free yet as far as the pages are
+ * concerned.) */
+Test(decay, zero_purges_at_free)
+{
+    unsigned a = my_arena();
+    set_decay(a, 0, 0);
+    heap_t h;
+    heap_init(&h, GIB, 5);
+    heap_alloc(&h, GIB, false, false);
+    uint64_t npurge0 = astat64(a, "dirty_npurge");
+    size_t retained0 = ctl_size("stats.retained");
+    size_t freed = heap_free(&h, 0);
+    cr_assert_eq(mallctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
+    size_t rss = rss_now();
+    cr_assert_eq(astat(a, "pdirty"), 0, "decay 0: %zu dirty pages left", astat(a, "pdirty"));
+    cr_assert_gt(astat64(a, "dirty_npurge"), npurge0);
+    cr_assert_geq(ctl_size("stats.retained"), retained0 + freed * 8 / 10);
+    cr_assert_lt(rss, h.rss0 + GIB / 10, "decay 0: RSS %.1f MiB over the baseline right after freeing 1 GiB",
+                 mib(rss - h.rss0));
+    heap_destroy(&h);
+}
+
+/* Every bin keeps its current slab even when it empties (so an alloc/free
+ * cycle does not make and unmake a slab). Decay must still give such a
+ * slab back once it stays empty: here every small class gets a fresh slab
+ * that is then emptied, and a thread that keeps allocating (in one class)
+ * must see the arena's active pages fall back to where they were within
+ * the decay time plus slack. (With 64 KiB pages these slabs are tens of
+ * MiB per arena.) */
+Test(decay, empty_current_slabs_are_given_back_by_decay)
+{
+    unsigned a = my_arena();
+    set_decay(a, 100, 0);
+    cr_assert_eq(mallctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
+    ctl_do("arena.%zu.purge", a);
+    tick(4 * MIB); /* the ticking class's slab exists and is in use */
+    size_t pactive0 = astat(a, "pactive");
+    /* Each class: enough objects for two slabs, all allocated first, then
+     * all freed (frees do not tick, so no decay runs in between). */
+    size_t slab_pages = 0;
+    void **ps[SC_NBINS] = {0};
+    for (unsigned b = 0; b < SC_NBINS; b++) {
+        const sc_bin_info_t *bi = &sc_bin_info[b];
+        size_t size = bi->reg_size;
+        if (size == 1024)
+            continue; /* the ticker's class */
+        unsigned n = 2 * bi->nregs + 1;
+        ps[b] = malloc(n * sizeof(void *));
+        for (unsigned i = 0; i < n; i++) {
+            ps[b][i] = malloc(size);
+            cr_assert_not_null(ps[b][i]);
+            memset(ps[b][i], 3, size);
+        }
+        slab_pages += bi->slab_pages;
+    }
+    for (unsigned b = 0; b < SC_NBINS; b++) {
+        if (ps[b] == NULL)
+            continue;
+        for (unsigned i = 0; i < 2 * sc_bin_info[b].nregs + 1; i++)
+            free(ps[b][i]);
+        free(ps[b]);
+    }
+    cr_assert_eq(mallctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
+    size_t pactive1 = astat(a, "pactive");
+    cr_assert_geq(pactive1, pactive0 + slab_pages / 2, "the emptied current slabs: %zu -> %zu pages (%zu expected)",
+                  pactive0, pactive1, slab_pages);
+    uint64_t t0 = now_ms();
+    size_t pactive = pactive1;
+    while (now_ms() - t0 < 100 + DECAY_SLACK_MS) {
+        tick(MIB);
+        sleep_ms(2);
+        pactive = astat(a, "pactive");
+        if (pactive <= pactive0 + (pactive1 - pactive0) / 10)
+            break;
+    }
+    cr_log_info("empty current slabs: %zu pages active, %zu with them, %zu after decay", pactive0, pactive1, pactive);
+    cr_assert_leq(pactive, pactive0 + (pactive1 - pactive0) / 10,
+                  "%zu pages of emptied current slabs (%.1f MiB) still active %d ms later", pactive - pactive0,
+                  mib((pactive - pactive0) * PAGE), 100 + DECAY_SLACK_MS);
+}
+
+/* ---------------------------------------------------------------------
+ * Contents after purging and reuse.
+ */
+
+static void check_survivors(heap_t *h, const char *when)
+{
+    for (size_t i = 0; i < h->n; i++)
+        cr_assert(tu_check(h->ps[i], h->sizes[i]), "%s: live object %p (%zu bytes) changed", when, h->ps[i],
+                  h->sizes[i]);
+}
+
+/* Reuse after a purge: every 8th object survives (and must keep its
+ * contents), the rest is freed and purged (MADV_DONTNEED, or MADV_FREE for
+ * the muzzy case), then the same amount is allocated again with calloc
+ * (every byte must read 0, also from pages the allocator believes are
+ * zero) and written with a pattern that is read back. */
+static void reuse_after_purge(bool muzzy)
+{
+    unsigned a = my_arena();
+    /* Muzzy: frees go straight to MADV_FREE and stay there. */
+    if (muzzy)
+        set_decay(a, 0, -1);
+    else
+        set_decay(a, -1, -1);
+    heap_t h;
+    heap_init(&h, 256 * MIB, muzzy ? 6 : 7);
+    heap_alloc(&h, 256 * MIB, true, false);
+    size_t freed = heap_free(&h, 8);
+    if (muzzy) {
+        cr_assert_geq(astat(a, "pmuzzy") * PAGE, freed / 2, "pmuzzy %zu pages after freeing %zu bytes",
+                      astat(a, "pmuzzy"), freed);
+    } else {
+        ctl_do("arena.%zu.purge", ALL);
+        cr_assert_eq(astat(a, "pdirty"), 0);
+    }
+    check_survivors(&h, "after the purge");
+    heap_t r;
+    heap_init(&r, freed, 8);
+    heap_alloc(&r, freed, true, true);
+    for (size_t i = 0; i < r.n; i++)
+        cr_assert(tu_check(r.ps[i], r.sizes[i]), "new object %p changed", r.ps[i]);
+    check_survivors(&h, "after reuse");
+    heap_destroy(&r);
+    heap_destroy(&h);
+}
+
+Test(decay, purged_pages_read_back_right_and_calloc_is_zero)
+{
+    reuse_after_purge(false);
+}
+
+Test(decay, muzzy_pages_read_back_right_and_calloc_is_zero)
+{
+    reuse_after_purge(true);
+}
+
+/* ---------------------------------------------------------------------
+ * malloc_trim, MALLCTL_ARENAS_ALL.
+ */
+
+Test(decay, malloc_trim_purges_everything_it_can)
+{
+    unsigned a = my_arena();
+    set_decay(a, -1, -1);
+    heap_t h;
+    heap_init(&h, 256 * MIB, 9);
+    heap_alloc(&h, 256 * MIB, false, false);
+    size_t freed = heap_free(&h, 0);
+    size_t rss1 = rss_now();
+    cr_assert_geq(rss1, h.rss0 + freed * 8 / 10);
+    cr_assert_eq(malloc_trim(0), 1, "malloc_trim(0) after freeing 256 MiB");
+    size_t rss2 = rss_now();
+    cr_assert_lt(rss2, h.rss0 + freed / 10, "malloc_trim: RSS %.1f MiB over the baseline", mib(rss2 - h.rss0));
+    cr_assert_eq(astat(ALL, "pdirty"), 0, "dirty pages left after malloc_trim");
+    cr_assert_eq(astat(ALL, "pmuzzy"), 0, "muzzy pages left after malloc_trim");
+    heap_destroy(&h);
+}
+
+/* Allocate and free bytes in arena x (this thread moves there and back);
+ * the thread cache is flushed by the moves. */
+static void dirty_in_arena(unsigned x, size_t bytes, uint64_t seed)
+{
+    unsigned home = my_arena();
+    set_thread_arena(x);
+    heap_t h;
+    heap_init(&h, bytes, seed);
+    heap_alloc(&h, bytes, false, false);
+    heap_free(&h, 0);
+    heap_destroy(&h);
+    set_thread_arena(home);
+}
+
+/* arena.<i>.purge / arena.<i>.decay act on arena i alone;
+ * arena.<MALLCTL_ARENAS_ALL>.purge / .decay on every arena. */
+Test(decay, arenas_all_purge_and_decay)
+{
+    unsigned home = my_arena();
+    unsigned narenas = 0;
+    size_t nsz = sizeof(narenas);
+    cr_assert_eq(mallctl("arenas.narenas", &narenas, &nsz, NULL, 0), 0);
+    cr_assert_geq(narenas, 3, "need three arenas");
+    unsigned x = (home + 1) % narenas, y = (home + 2) % narenas;
+    const size_t bytes = 64 * MIB, want = bytes / 2 / PAGE;
+    /* Arenas are created on first use: visit both. */
+    set_thread_arena(x);
+    set_thread_arena(y);
+    set_thread_arena(home);
+    set_decay(x, -1, -1);
+    set_decay(y, -1, -1);
+
+    /* purge */
+    dirty_in_arena(x, bytes, 10);
+    dirty_in_arena(y, bytes, 11);
+    size_t dy = astat(y, "pdirty");
+    cr_assert_geq(astat(x, "pdirty"), want);
+    cr_assert_geq(dy, want);
+    ctl_do("arena.%zu.purge", x);
+    cr_assert_eq(astat(x, "pdirty"), 0, "arena.%u.purge", x);
+    cr_assert_eq(astat(y, "pdirty"), dy, "arena.%u.purge touched arena %u", x, y);
+    dirty_in_arena(x, bytes, 12);
+    cr_assert_geq(astat(x, "pdirty"), want);
+    ctl_do("arena.%zu.purge", ALL);
+    cr_assert_eq(astat(x, "pdirty"), 0, "arena.<all>.purge left arena %u dirty", x);
+    cr_assert_eq(astat(y, "pdirty"), 0, "arena.<all>.purge left arena %u dirty", y);
+
+    /* decay: both get dirty with decay off (the ticks of this thread's
+     * allocations visit every arena in turn), then 100 ms (a new decay
+     * time restarts the clock: the pages already dirty are due at the next
+     * epoch), then this thread sleeps (no allocation, so no ticks) well
+     * past it: only the decay calls may purge. */
+    dirty_in_arena(x, bytes, 13);
+    dirty_in_arena(y, bytes, 14);
+    set_decay(x, 100, 0);
+    set_decay(y, 100, 0);
+    sleep_ms(400);
+    size_t dx = astat(x, "pdirty");
+    dy = astat(y, "pdirty");
+    cr_assert_geq(dx, want, "nothing ticked: the pages must still be dirty");
+    cr_assert_geq(dy, want);
+    /* A decay call may also hand an empty current slab of a bin to the
+     * dirty set (fresh pages, not due): count what was purged. */
+    uint64_t px = astat64(x, "dirty_purged"), py = astat64(y, "dirty_purged");
+    ctl_do("arena.%zu.decay", x);
+    cr_assert_geq(astat64(x, "dirty_purged") - px, dx, "arena.%u.decay 400 ms after a 100 ms decay purged %llu of %zu pages",
+                  x, (unsigned long long)(astat64(x, "dirty_purged") - px), dx);
+    cr_assert_eq(astat(y, "pdirty"), dy, "arena.%u.decay touched arena %u", x, y);
+    cr_assert_eq(astat64(y, "dirty_purged"), py, "arena.%u.decay touched arena %u", x, y);
+    ctl_do("arena.%zu.decay", ALL);
+    cr_assert_geq(astat64(y, "dirty_purged") - py, dy, "arena.<all>.decay purged %llu of arena %u's %zu due pages",
+                  (unsigned long long)(astat64(y, "dirty_purged") - py), y, dy);
+}
+
+/* ---------------------------------------------------------------------
+ * Options read at startup: helpers/decay_probe under LD_PRELOAD.
+ */
+
+static const char *abs_build(const char *rel, char *out, size_t outlen)
+{
+    char dir[PATH_MAX];
+    cr_assert_not_null(realpath(tu_build_dir(), dir), "build dir %s", tu_build_dir());
+    snprintf(out, outlen, "%s/%s", dir, rel);
+    return out;
+}
+
+/* Run decay_probe ARGS with MYALLOC_CONF=conf; its key=value output in out. */
+static void probe(const char *conf, const char *args, char *out, size_t outlen)
+{
+    char lib[PATH_MAX + 32], bin[PATH_MAX + 32], cmd[3 * PATH_MAX];
+    abs_build("libmyalloc.so", lib, sizeof(lib));
+    abs_build("helpers/decay_probe", bin, sizeof(bin));
+    snprintf(cmd, sizeof(cmd), "MYALLOC_CONF='%s' LD_PRELOAD='%s' '%s' %s", conf, lib, bin, args);
+    int rc = tu_run(cmd, out, outlen);
+    cr_assert_eq(rc, 0, "%s: exit %d\n%s", cmd, rc, out);
+    cr_assert_null(strstr(out, "<myalloc>"), "%s complained:\n%s", cmd, out);
+}
+
+static long long kv(const char *out, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof(pat), "%s=", key);
+    const char *s = out;
+    while ((s = strstr(s, pat)) != NULL) {
+        if (s == out || s[-1] == '\n')
+            return strtoll(s + strlen(pat), NULL, 10);
+        s++;
+    }
+    cr_assert_fail("no %s in:\n%s", key, out);
+    return 0;
+}
+
+static void kv_str(const char *out, const char *key, char *val, size_t vallen)
+{
+    char pat[64];
+    snprintf(pat, sizeof(pat), "\n%s=", key);
+    char buf[8192 + 1];
+    snprintf(buf, sizeof(buf), "\n%s", out);
+    const char *s = strstr(buf, pat);
+    cr_assert_not_null(s, "no %s in:\n%s", key, out);
+    s += strlen(pat);
+    size_t n = strcspn(s, "\n");
+    snprintf(val, vallen, "%.*s", (int)MA_MIN(n, vallen - 1), s);
+}
+
+/* retain:false: a chunk whose pages are all purged goes back to the OS
+ * (stats.mapped and the size column of /proc/self/statm drop by the GiB);
+ * retain:true (the default) keeps the address space (stats.mapped stays,
+ * stats.retained holds it) and only the pages go. */
+Test(decay, retain_false_unmaps_a_freed_gib_chunk)
+{
+    char out[8192];
+    probe("retain:false", "retain", out, sizeof(out));
+    long long mapped0 = kv(out, "mapped0"), mapped1 = kv(out, "mapped1"), mapped2 = kv(out, "mapped2");
+    long long vsz1 = kv(out, "vsz1"), vsz2 = kv(out, "vsz2"), rss1 = kv(out, "rss1"), rss2 = kv(out, "rss2");
+    cr_assert_geq(mapped1 - mapped0, (long long)GIB, "retain:false: mapped %lld -> %lld", mapped0, mapped1);
+    cr_assert_geq(mapped1 - mapped2, (long long)GIB, "retain:false: stats.mapped %lld -> %lld after the purge",
+                  mapped1, mapped2);
+    cr_assert_geq(vsz1 - vsz2, (long long)GIB, "retain:false: statm size %lld -> %lld after the purge", vsz1, vsz2);
+    cr_assert_geq(rss1 - rss2, (long long)GIB * 9 / 10);
+
+    probe("retain:true", "retain", out, sizeof(out));
+    mapped1 = kv(out, "mapped1");
+    mapped2 = kv(out, "mapped2");
+    vsz1 = kv(out, "vsz1");
+    vsz2 = kv(out, "vsz2");
+    cr_assert_eq(mapped2, mapped1, "retain:true: stats.mapped %lld -> %lld", mapped1, mapped2);
+    cr_assert_lt(vsz1 - vsz2, (long long)GIB / 2, "retain:true: statm size %lld -> %lld", vsz1, vsz2);
+    cr_assert_geq(kv(out, "retained2"), (long long)GIB);
+    cr_assert_geq(kv(out, "rss1") - kv(out, "rss2"), (long long)GIB * 9 / 10);
+}
+
+/* thp:never / thp:always: the heap's mappings carry VmFlags nh / hg in
+ * /proc/self/smaps; thp:default madvises neither. */
+Test(decay, thp_option_shows_in_smaps_vmflags)
+{
+    char out[8192], fs[256], fl[256];
+    struct {
+        const char *conf, *want, *not;
+    } cases[] = {
+        {"thp:never", " nh ", " hg "},
+        {"thp:always", " hg ", " nh "},
+        {"thp:default", NULL, NULL},
+    };
+    for (size_t i = 0; i < MA_ARRAY_LEN(cases); i++) {
+        probe(cases[i].conf, "thp", out, sizeof(out));
+        kv_str(out, "small_flags", fs, sizeof(fs));
+        kv_str(out, "large_flags", fl, sizeof(fl));
+        const char *flags[2] = {fs, fl}, *what[2] = {"small object", "large object"};
+        for (int k = 0; k < 2; k++) {
+            if (cases[i].want != NULL) {
+                cr_assert_not_null(strstr(flags[k], cases[i].want), "%s: %s's mapping has VmFlags \"%s\"",
+                                   cases[i].conf, what[k], flags[k]);
+                cr_assert_null(strstr(flags[k], cases[i].not), "%s: %s's mapping has VmFlags \"%s\"",
+                               cases[i].conf, what[k], flags[k]);
+            } else {
+                cr_assert(strstr(flags[k], " hg ") == NULL && strstr(flags[k], " nh ") == NULL,
+                          "%s: %s's mapping has VmFlags \"%s\"", cases[i].conf, what[k], flags[k]);
+            }
+        }
+    }
+}
+
+/* background_thread:true: with the default decay (1 s), 512 MiB freed by a
+ * program that then goes idle (thread.idle, then no allocation at all) go
+ * back within the decay time plus slack. Without the background thread,
+ * the same program keeps them (nothing else runs purging while it is
+ * idle). thread.idle is part of going idle here: a thread's cache holds
+ * objects that keep their slabs in use (with 64 KiB pages a few hundred
+ * MiB of slabs for a few MiB of cached objects), and only the thread
+ * itself can give those back. */
+Test(decay, background_thread_purges_while_idle)
+{
+    char out[8192], args[64];
+    const long mb = 512;
+    snprintf(args, sizeof(args), "idle %ld %d thread.idle", mb, 1000 + DECAY_SLACK_MS);
+    probe("background_thread:true", args, out, sizeof(out));
+    long long dropped = kv(out, "dropped_ms");
+    cr_log_info("background thread: RSS back after %lld ms", dropped);
+    cr_assert_geq(dropped, 0, "background_thread:true: RSS still %lld MiB over the start %d ms after freeing %ld MiB\n%s",
+                  (kv(out, "rss_end") - kv(out, "rss0")) >> 20, 1000 + DECAY_SLACK_MS, mb, out);
+    cr_assert_geq(kv(out, "rss_freed") - kv(out, "rss0"), (long long)(mb << 20) / 2,
+                  "RSS dropped at the frees already: nothing left for the background thread to show\n%s", out);
+
+    snprintf(args, sizeof(args), "idle %ld %d thread.idle", mb, 2000);
+    probe("background_thread:false", args, out, sizeof(out));
+    cr_assert_eq(kv(out, "dropped_ms"), -1, "without the background thread, idle memory was purged\n%s", out);
+}
+
+/* ---------------------------------------------------------------------
+ * Thread caches that let go.
+ */
+
+static unsigned ncached_now(unsigned ind)
+{
+    tsd_t *tsd = tsd_fetch();
+    return ind < tsd->tcache_nbins && tsd->tcache_enabled ? cache_bin_ncached(&tsd->bins[ind]) : 0;
+}
+
+static unsigned ncached_total(void)
+{
+    tsd_t *tsd = tsd_fetch();
+    unsigned n = 0;
+    for (unsigned i = 0; tsd->tcache_enabled && i < tsd->tcache_nbins; i++)
+        n += cache_bin_ncached(&tsd->bins[i]);
+    return n;
+}
+
+/* thread.idle empties the calling thread's cache: the arena's curregs of
+ * the class goes back to what it was before the burst. */
+Test(decay, thread_idle_flushes_the_calling_threads_cache)
+{
+    unsigned a = my_arena();
+    const size_t size = 2000;
+    unsigned ind = sc_size2index(size);
+    cr_assert_lt(ind, SC_NBINS);
+    size_t cur0 = bin_curregs(a, ind);
+    enum { N = 300 };
+    void *ps[N];
+    for (int i = 0; i < N; i++) {
+        ps[i] = malloc(size);
+        memset(ps[i], 1, size);
+    }
+    for (int i = 0; i < N; i++)
+        free(ps[i]);
+    cr_assert_gt(ncached_now(ind), 0, "the burst's objects should be cached");
+    cr_assert_gt(bin_curregs(a, ind), cur0, "cached objects count in curregs");
+    cr_assert_eq(mallctl("thread.idle", NULL, NULL, NULL, 0), 0);
+    cr_assert_eq(ncached_total(), 0, "thread.idle left %u objects cached", ncached_total());
+    cr_assert_leq(bin_curregs(a, ind), cur0, "curregs %zu after thread.idle, %zu before the burst",
+                  bin_curregs(a, ind), cur0);
+}
+
+typedef struct {
+    bool use_idle;        /* call thread.idle (else: allocate other classes) */
+    unsigned arena, ind;
+    size_t alloc0;        /* small.allocated of its arena before the burst */
+    size_t cur0;          /* curregs of the class before the burst */
+    unsigned cached_after_burst, cached_after;
+    size_t gc_bytes;      /* bytes allocated to run GC steps */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool ready, done;
+} idle_thread_t;
+
+static void *idle_thread_main(void *arg)
+{
+    idle_thread_t *t = arg;
+    t->arena = my_arena();
+    const size_t size = 3000;
+    t->ind = sc_size2index(size);
+    t->alloc0 = astat(t->arena, "small.allocated");
+    t->cur0 = bin_curregs(t->arena, t->ind);
+    enum { N = 2000 };
+    void **ps = malloc(N * sizeof(void *));
+    for (int i = 0; i < N; i++) {
+        ps[i] = malloc(size);
+        memset(ps[i], 2, size);
+    }
+    for (int i = 0; i < N; i++)
+        free(ps[i]);
+    free(ps);
+    t->cached_after_burst = ncached_now(t->ind);
+    if (t->use_idle) {
+        mallctl("thread.idle", NULL, NULL, NULL, 0);
+    } else {
+        /* Other classes only: every 64 KiB allocated is one GC step, one
+         * bin per step round robin; 16 rounds over every bin. */
+        tsd_t *tsd = tsd_fetch();
+        size_t rounds_bytes = (size_t)16 * tsd->tcache_nbins * (64 << 10);
+        const size_t other[] = {64, 1024};
+        for (size_t done = 0; done < rounds_bytes;) {
+            size_t s = other[(done >> 10) & 1];
+            void *volatile p = malloc(s);
+            free(p);
+            done += s;
+        }
+        t->gc_bytes = rounds_bytes;
+    }
+    t->cached_after = ncached_now(t->ind);
+    /* Now idle: stay alive (holding whatever the cache still has). */
+    pthread_mutex_lock(&t->lock);
+    t->ready = true;
+    pthread_cond_broadcast(&t->cond);
+    while (!t->done)
+        pthread_cond_wait(&t->cond, &t->lock);
+    pthread_mutex_unlock(&t->lock);
+    return NULL;
+}
+
+static void idle_thread_run(idle_thread_t *t)
+{
+    pthread_mutex_init(&t->lock, NULL);
+    pthread_cond_init(&t->cond, NULL);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, idle_thread_main, t), 0);
+    pthread_mutex_lock(&t->lock);
+    while (!t->ready)
+        pthread_cond_wait(&t->cond, &t->lock);
+    pthread_mutex_unlock(&t->lock);
+    /* The thread is alive and idle: what does its arena still hold? */
+    size_t cur = bin_curregs(t->arena, t->ind), alloc = astat(t->arena, "small.allocated");
+    cr_log_info("%s: %u cached after the burst, %u after; curregs %zu (before %zu)",
+                t->use_idle ? "thread.idle" : "GC", t->cached_after_burst, t->cached_after, cur, t->cur0);
+    pthread_mutex_lock(&t->lock);
+    t->done = true;
+    pthread_cond_broadcast(&t->cond);
+    pthread_mutex_unlock(&t->lock);
+    pthread_join(th, NULL);
+    cr_assert_gt(t->cached_after_burst, 0, "the burst left nothing cached: nothing to test");
+    cr_assert_eq(t->cached_after, 0, "%s: the idle thread still caches %u objects of the burst's class",
+                 t->use_idle ? "thread.idle" : "after GC", t->cached_after);
+    cr_assert_leq(cur, t->cur0, "curregs of the burst's class: %zu with the thread idle, %zu before the burst", cur,
+                  t->cur0);
+    if (t->use_idle)
+        cr_assert_leq(alloc, t->alloc0, "small.allocated of the idle thread's arena: %zu, %zu before", alloc,
+                      t->alloc0);
+}
+
+/* A thread that bursts in one class and then allocates only other classes:
+ * the GC steps flush the burst's class from its cache. */
+Test(decay, gc_flushes_a_class_the_thread_stopped_using)
+{
+    idle_thread_t t = {.use_idle = false};
+    idle_thread_run(&t);
+}
+
+/* A thread that calls thread.idle and then sleeps pins nothing. */
+Test(decay, an_idle_thread_pins_no_memory)
+{
+    idle_thread_t t = {.use_idle = true};
+    idle_thread_run(&t);
+}
+
+/* ---------------------------------------------------------------------
+ * Fullest slabs first (private arenas: indices no thread is bound to).
+ */
+
+#define AIND  (ARENAS_MAX - 3)
+#define AIND2 (ARENAS_MAX - 4)
+
+static extent_t *slab_of(void *p) { return rtree_elm_extent(rtree_lookup((uintptr_t)p)); }
+
+static void dalloc_one(unsigned b, void *p)
+{
+    extent_t *s = slab_of(p);
+    arena_dalloc_small_batch(b, &p, &s, 1);
+}
+
+static int cmp_slab_addr(const void *x, const void *y)
+{
+    uintptr_t a = (*(extent_t *const *)x)->addr, b = (*(extent_t *const *)y)->addr;
+    return a < b ? -1 : a > b;
+}
+
+/* With slabs at various fullness, fills take the fullest slab first, even
+ * when it lies at the highest address: here the highest slab has 10% of
+ * its regions free, the middle ones half, the lowest 90%. Fills must drain
+ * the highest first, then the middle ones (lowest address first), then
+ * the lowest. */
+Test(decay, fills_take_the_fullest_slab_first)
+{
+    arena_t *a = arena_get(AIND);
+    cr_assert_not_null(a);
+    unsigned b = sc_size2index(64);
+    const sc_bin_info_t *bi = &sc_bin_info[b];
+    bin_t *bin = &a->bins[b];
+    unsigned nregs = bi->nregs;
+    cr_assert_geq(nregs, 10);
+    enum { NS = 6 };
+    unsigned n = NS * nregs;
+    void **ps = malloc(n * sizeof(void *));
+    cr_assert_eq(arena_fill_small(a, b, ps, n), n);
+    extent_t *cur = bin->slabcur;
+    cr_assert_eq(cur->nfree, 0);
+    /* The slabs other than the current one, by address. */
+    extent_t *slabs[NS];
+    unsigned ns = 0;
+    for (unsigned i = 0; i < n; i++) {
+        extent_t *s = slab_of(ps[i]);
+        bool seen = s == cur;
+        for (unsigned j = 0; j < ns; j++)
+            seen |= slabs[j] == s;
+        if (!seen)
+            slabs[ns++] = s;
+    }
+    cr_assert_eq(ns, NS - 1);
+    qsort(slabs, ns, sizeof(slabs[0]), cmp_slab_addr);
+    unsigned nfree[NS];
+    for (unsigned j = 0; j < ns; j++)
+        nfree[j] = j == 0 ? nregs * 9 / 10 : j == ns - 1 ? MA_MAX(nregs / 10, 1) : nregs / 2;
+    /* Free that many regions of each slab (the first ones found). */
+    for (unsigned j = 0; j < ns; j++) {
+        unsigned left = nfree[j];
+        for (unsigned i = 0; i < n && left > 0; i++) {
+            if (ps[i] != NULL && slab_of(ps[i]) == slabs[j]) {
+                dalloc_one(b, ps[i]);
+                ps[i] = NULL;
+                left--;
+            }
+        }
+        cr_assert_eq(slabs[j]->nfree, nfree[j]);
+    }
+    /* Expected order: the highest (fullest), the middle ones by address,
+     * the lowest (emptiest). */
+    unsigned order[NS], k = 0;
+    order[k++] = ns - 1;
+    for (unsigned j = 1; j + 1 < ns; j++)
+        order[k++] = j;
+    order[k++] = 0;
+    for (unsigned o = 0; o < ns; o++) {
+        extent_t *want = slabs[order[o]];
+        unsigned cnt = nfree[order[o]];
+        for (unsigned c = 0; c < cnt; c++) {
+            void *p;
+            cr_assert_eq(arena_fill_small(a, b, &p, 1), 1);
+            cr_assert_eq(slab_of(p), want,
+                         "fill %u of slab %u (%u free of %u): got a region of slab %#lx, want %#lx (the %s)", c,
+                         o, cnt, nregs, (unsigned long)slab_of(p)->addr, (unsigned long)want->addr,
+                         o == 0 ? "fullest, at the highest address" : o + 1 == ns ? "emptiest" : "half-full");
+            for (unsigned i = 0; i < n; i++)
+                if (ps[i] == NULL) {
+                    ps[i] = p;
+                    break;
+                }
+        }
+    }
+    for (unsigned i = 0; i < n; i++)
+        dalloc_one(b, ps[i]);
+    free(ps);
+}
+
+/* Free 90% of many slabs' regions at random, then churn (free a random
+ * live object, allocate one) for a while: new objects go to the fullest
+ * slabs, the emptiest drain and go back to the pool, so the number of
+ * slabs falls towards what the live objects need. */
+Test(decay, churn_packs_objects_into_fewer_slabs)
+{
+    arena_t *a = arena_get(AIND2);
+    unsigned b = sc_size2index(64);
+    const sc_bin_info_t *bi = &sc_bin_info[b];
+    bin_t *bin = &a->bins[b];
+    enum { NS = 64 };
+    unsigned n = NS * bi->nregs;
+    void **ps = malloc(n * sizeof(void *));
+    cr_assert_eq(arena_fill_small(a, b, ps, n), n);
+    uint64_t seed = 99;
+    for (unsigned i = n - 1; i > 0; i--) {
+        unsigned j = (unsigned)(tu_rand(&seed) % (i + 1));
+        void *t = ps[i];
+        ps[i] = ps[j];
+        ps[j] = t;
+    }
+    unsigned live = n / 10;
+    for (unsigned i = live; i < n; i++)
+        dalloc_one(b, ps[i]);
+    size_t before = bin->stats.curslabs;
+    size_t need = (live + bi->nregs - 1) / bi->nregs;
+    for (unsigned step = 0; step < 20 * live; step++) {
+        unsigned i = (unsigned)(tu_rand(&seed) % live);
+        dalloc_one(b, ps[i]);
+        cr_assert_eq(arena_fill_small(a, b, &ps[i], 1), 1);
+    }
+    size_t after = bin->stats.curslabs;
+    cr_log_info("churn: %zu slabs before, %zu after, %zu needed", before, after, need);
+    cr_assert_geq(before, NS * 8 / 10, "after freeing 90%% at random most slabs still hold something");
+    /* Fullest first leaves the live objects in (nearly) the fewest slabs
+     * they fit in; filling the emptiest first, say, leaves about half as
+     * many again. */
+    cr_assert_leq(after, need + 2, "after churn %zu slabs hold %u objects that fit in %zu (%zu before)", after, live,
+                  need, before);
+    for (unsigned i = 0; i < live; i++)
+        dalloc_one(b, ps[i]);
+    free(ps);
+}
+
+/* ---------------------------------------------------------------------
+ * The decay curve with a made-up clock.
+ */
+
+/* Pages freed at once decay along smoothstep: all stay for the first
+ * epoch, half at the middle of the period, none after it; the allowance
+ * never rises and never falls by more than 1% of the pages per epoch (the
+ * steepest slope of smoothstep is 1.5 per period: 0.75% per epoch). */
+Test(decay_curve, allowance_follows_a_smooth_curve)
+{
+    decay_t d;
+    const ssize_t ms = 1000;
+    const uint64_t t0 = 1000000000ull;
+    decay_init(&d, ms, t0);
+    const size_t P = 100000;
+    uint64_t iv = d.interval_ns;
+    cr_assert_eq(iv, (uint64_t)ms * 1000000 / DECAY_NEPOCHS);
+    size_t limit, prev = P;
+    cr_assert_not(decay_advance(&d, t0 + iv / 2, P, &limit), "no epoch has ended yet");
+    size_t at_half = 0;
+    for (unsigned k = 1; k <= DECAY_NEPOCHS + 2; k++) {
+        cr_assert(decay_advance(&d, t0 + k * iv + iv / 2, P, &limit), "epoch %u", k);
+        if (k == 1)
+            cr_assert_eq(limit, P, "fresh pages all stay (%zu of %zu)", limit, P);
+        cr_assert_leq(limit, prev, "epoch %u: the allowance rose from %zu to %zu", k, prev, limit);
+        cr_assert_leq(prev - limit, P / 100, "epoch %u: a step of %zu pages of %zu", k, prev - limit, P);
+        if (k == DECAY_NEPOCHS / 2 + 1)
+            at_half = limit;
+        if (k == DECAY_NEPOCHS / 4 + 1) /* smoothstep(3/4) = 0.84375: not a straight line (0.75) */
+            cr_assert(limit > P * 82 / 100 && limit < P * 87 / 100, "a quarter into the period %zu of %zu stay",
+                      limit, P);
+        prev = limit;
+    }
+    cr_assert(at_half > P * 45 / 100 && at_half < P * 55 / 100, "half-way through the period %zu of %zu stay",
+              at_half, P);
+    cr_assert_eq(limit, 0, "after the period nothing may stay");
+    /* A long gap (a thread that stopped allocating): all due at once. */
+    decay_init(&d, ms, t0);
+    cr_assert(decay_advance(&d, t0 + iv, P, &limit));
+    cr_assert(decay_advance(&d, t0 + 10 * (uint64_t)ms * 1000000, P, &limit));
+    cr_assert_eq(limit, 0);
+    /* -1 and 0 never advance (-1: never purge; 0: the owner purges at free). */
+    decay_init(&d, -1, t0);
+    cr_assert_not(decay_advance(&d, t0 + 100ull * 1000000000, P, &limit));
+    cr_assert_eq(decay_ns_to_next_epoch(&d, t0), UINT64_MAX);
+    decay_init(&d, 0, t0);
+    cr_assert_not(decay_advance(&d, t0 + 100ull * 1000000000, P, &limit));
+}
+
+#define POOL_IND (ARENAS_MAX - 2) /* no arena has this index */
+static extent_pool_t pool;
+
+/* n extents of the smallest large class freed into the pool's dirty set,
+ * with an active one between each two (so that they do not coalesce);
+ * keep[] gets the active ones (to free later). */
+static void pool_fill_dirty(unsigned n, extent_t **keep)
+{
+    unsigned szind = sc_size2index(SC_LARGE_MINCLASS);
+    extent_t **all = malloc(2 * n * sizeof(extent_t *));
+    for (unsigned i = 0; i < 2 * n; i++) {
+        bool z;
+        all[i] = extent_alloc(&pool, SC_LARGE_MINCLASS, PAGE, szind, false, &z);
+        cr_assert_not_null(all[i]);
+    }
+    for (unsigned i = 0; i < n; i++) {
+        extent_dalloc(&pool, all[2 * i]);
+        keep[i] = all[2 * i + 1];
+    }
+    free(all);
+}
+
+/* extent_decay on a private pool, driven with a made-up clock: nothing
+ * goes in the first epoch, about half by the middle of the period (the
+ * oldest first), everything after it; each call does at most max_pages;
+ * with muzzy decay on, pages go dirty -> muzzy -> retained. */
+Test(decay_curve, pool_purges_gradually_and_boundedly)
+{
+    extent_pool_init(&pool, POOL_IND, false);
+    const ssize_t ms = 1000;
+    extent_set_decay(&pool, ms, 0);
+    /* The decay clock starts at extent_set_decay: made-up times from there. */
+    uint64_t t0 = pool.decay_dirty.epoch_start_ns, iv = pool.decay_dirty.interval_ns;
+    enum { N = 400 };
+    static extent_t *keep[N];
+    pool_fill_dirty(N, keep);
+    size_t per = SC_LARGE_MINCLASS / PAGE, total = N * per;
+    cr_assert_eq(pool.dirty.npages, total);
+    cr_assert_eq(extent_decay(&pool, t0 + iv + iv / 2, SIZE_MAX), 0, "fresh pages purged");
+    cr_assert_eq(pool.dirty.npages, total);
+    /* Half-way: about half gone. */
+    size_t p = extent_decay(&pool, t0 + (DECAY_NEPOCHS / 2 + 1) * iv + iv / 2, SIZE_MAX);
+    cr_assert(p > total * 40 / 100 && p < total * 60 / 100, "half-way: %zu of %zu pages purged", p, total);
+    cr_assert_eq(pool.dirty.npages, total - p);
+    cr_assert_eq(pool.retained.npages >= p, true);
+    /* Bounded work: at most max_pages (plus the rest of the last extent). */
+    size_t q = extent_decay(&pool, t0 + (DECAY_NEPOCHS * 3 / 4) * iv + iv / 2, 3 * per);
+    cr_assert(q > 0 && q <= 3 * per, "max_pages %zu: purged %zu", 3 * per, q);
+    /* After the period: all of it, calls of max_pages at a time. */
+    uint64_t tend = t0 + (DECAY_NEPOCHS + 2) * iv;
+    unsigned calls = 0;
+    while (pool.dirty.npages > 0 && calls < 10 * N) {
+        size_t r = extent_decay(&pool, tend + calls * iv, 10 * per);
+        cr_assert_leq(r, 10 * per);
+        calls++;
+    }
+    cr_assert_eq(pool.dirty.npages, 0, "dirty pages left after the period");
+    cr_assert_geq(calls, (unsigned)((total - p - q) / (10 * per)), "bounded calls");
+    cr_assert_eq(pool.stats.purged_pages[0], total);
+    cr_assert_eq(pool.stats.npurge[1], 0);
+
+    /* Muzzy on: dirty -> muzzy after the dirty period, muzzy -> retained
+     * after the muzzy one. */
+    extent_set_decay(&pool, ms, ms);
+    t0 = pool.decay_dirty.epoch_start_ns;
+    cr_assert_eq(pool.decay_muzzy.epoch_start_ns, t0);
+    for (unsigned i = 0; i < N; i++)
+        extent_dalloc(&pool, keep[i]);
+    size_t total2 = pool.dirty.npages;
+    cr_assert_geq(total2, N * per);
+    size_t retained_before = pool.retained.npages;
+    /* Drive the clock one epoch at a time (a tick per epoch). */
+    uint64_t t = t0 + iv / 2;
+    size_t max_muzzy = 0;
+    for (unsigned k = 1; k <= DECAY_NEPOCHS + 2; k++)
+        extent_decay(&pool, t + k * iv, SIZE_MAX), max_muzzy = MA_MAX(max_muzzy, pool.muzzy.npages);
+    cr_assert_eq(pool.dirty.npages, 0);
+    cr_assert_gt(max_muzzy, 0, "nothing went muzzy");
+    cr_assert_gt(pool.stats.npurge[0], 0);
+    cr_assert_gt(pool.muzzy.npages, 0, "muzzy pages must wait for the muzzy period");
+    for (unsigned k = DECAY_NEPOCHS + 3; k <= 2 * DECAY_NEPOCHS + 4; k++)
+        extent_decay(&pool, t + k * iv, SIZE_MAX);
+    cr_assert_eq(pool.muzzy.npages, 0, "muzzy pages left after the muzzy period");
+    cr_assert_gt(pool.stats.npurge[1], 0);
+    cr_assert_geq(pool.stats.purged_pages[1], total2);
+    cr_assert_geq(pool.retained.npages, retained_before + total2);
+}
+
+/* Decay 0: pages are purged in extent_dalloc; -1: never, however late. */
+Test(decay_curve, pool_zero_and_minus_one)
+{
+    extent_pool_init(&pool, POOL_IND, false);
+    enum { N = 8 };
+    extent_t *keep[N];
+    extent_set_decay(&pool, 0, 0);
+    pool_fill_dirty(N, keep);
+    cr_assert_eq(pool.dirty.npages, 0, "decay 0 left dirty pages");
+    cr_assert_eq(pool.muzzy.npages, 0);
+    cr_assert_eq(pool.stats.purged_pages[0], N * (SC_LARGE_MINCLASS / PAGE));
+    for (unsigned i = 0; i < N; i++)
+        extent_dalloc(&pool, keep[i]);
+    cr_assert_eq(pool.dirty.npages, 0);
+
+    extent_pool_init(&pool, POOL_IND, false);
+    extent_set_decay(&pool, -1, -1);
+    pool_fill_dirty(N, keep);
+    size_t d = pool.dirty.npages;
+    cr_assert_eq(d, N * (SC_LARGE_MINCLASS / PAGE));
+    cr_assert_eq(extent_decay(&pool, decay_now_ns() + 3600ull * 1000000000, SIZE_MAX), 0);
+    cr_assert_eq(pool.dirty.npages, d);
+    cr_assert_eq(extent_decay_ns_to_next(&pool, decay_now_ns()), UINT64_MAX);
+    /* An explicit purge still purges. */
+    cr_assert_eq(extent_purge_all(&pool), d);
+    cr_assert_eq(pool.dirty.npages, 0);
+}
