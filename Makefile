@@ -8,6 +8,7 @@
 #   make bench           speed and memory against glibc, jemalloc, tcmalloc, mimalloc
 #   make bench-instr     callgrind instruction counts per malloc+free pair
 #   make bench-prof      the heap profiler's cost: overhead, cost per sample, memory per sample
+#   make bench-footprint memory kept (RSS) against the same peers: fragmentation, load peaks, threads
 #   make fuzz            libFuzzer targets for the option and mallctl-name parsers
 #
 # Compile-time configuration (each combination builds in its own directory):
@@ -134,6 +135,10 @@ bench-instr: lib
 
 bench-prof: lib
 	@bench/prof.sh
+
+.PHONY: bench-footprint
+bench-footprint: lib
+	@bench/footprint.sh
 
 # ---------------------------------------------------------------------------
 
