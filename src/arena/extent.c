@@ -431,7 +431,11 @@ bool extent_expand(extent_pool_t *pool, extent_t *e, size_t new_size, unsigned s
     ma_mutex_lock(&pool->lock);
     if (end < e->chunk->base + e->chunk->size) {
         extent_t *n = rtree_elm_extent(rtree_lookup(end));
-        if (n != NULL && n->state != EXTENT_ACTIVE && n->size >= extra) {
+        /* A free neighbour in a set: not ACTIVE, and not PURGING (being
+         * madvised by another thread with the lock dropped, in no set). */
+        bool in_set = n != NULL && (n->state == EXTENT_DIRTY || n->state == EXTENT_MUZZY ||
+                                    n->state == EXTENT_RETAINED);
+        if (in_set && n->size >= extra) {
             eset_t *set = pool_set(pool, (enum extent_state)n->state);
             extent_t *rest = NULL;
             eset_remove(set, n);
