@@ -383,6 +383,32 @@ fail:
     return NULL;
 }
 
+/*
+ * The dirty cap. Decay is driven by time, but time only advances for us
+ * when some thread allocates (or the background thread runs): a program
+ * that frees most of its heap and goes quiet would keep it all. So, beside
+ * decay, a pool never keeps more dirty pages than max(its active pages,
+ * POOL_DIRTY_FLOOR): a heap that shrank below half of what it holds gives
+ * the excess back as it is freed, as glibc trims its top. Steady and
+ * growing heaps (dirty far below active) never meet the cap. Purging goes
+ * down to half the cap (so it happens in batches, not on every free), at
+ * most max(POOL_DIRTY_FLOOR, the freed extent) pages per free (no long
+ * stall). dirty_decay_ms:-1 disables it with the rest of purging.
+ */
+#define POOL_DIRTY_FLOOR ((size_t)16 << (20 - LG_PAGE)) /* 16 MiB */
+
+static size_t pool_dirty_cap(extent_pool_t *pool)
+{
+    return MA_MAX(pool->stats.active_pages, POOL_DIRTY_FLOOR);
+}
+
+static void pool_purge_over_cap(extent_pool_t *pool, size_t freed_pages)
+{
+    size_t max_pages = MA_MAX(freed_pages, POOL_DIRTY_FLOOR);
+    pool_purge_locked(pool, &pool->dirty, pool_dirty_cap(pool) / 2, max_pages, pool->decay_muzzy.ms != 0);
+    decay_purged(&pool->decay_dirty, pool->dirty.npages);
+}
+
 void extent_dalloc(extent_pool_t *pool, extent_t *e)
 {
     ma_mutex_lock(&pool->lock);
@@ -395,9 +421,12 @@ void extent_dalloc(extent_pool_t *pool, extent_t *e)
     e->slab = false;
     e->sampled = false;
     e->prof = NULL;
+    size_t freed_pages = e->size >> LG_PAGE;
     pool_insert_coalesced(pool, &pool->dirty, e);
     if (unlikely(pool->decay_dirty.ms == 0)) /* dirty_decay_ms:0: purge at once */
         pool_purge_locked(pool, &pool->dirty, 0, SIZE_MAX, pool->decay_muzzy.ms != 0);
+    else if (unlikely(pool->dirty.npages > pool_dirty_cap(pool)) && pool->decay_dirty.ms > 0)
+        pool_purge_over_cap(pool, freed_pages);
     ma_mutex_unlock(&pool->lock);
 }
 

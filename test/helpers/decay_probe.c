@@ -15,8 +15,9 @@
  *                 before and after (retain:false must give the chunk back)
  *   thp           a small and a large object: the VmFlags of the
  *                 /proc/self/smaps mappings that hold them
- *   idle MB MS [thread.idle]
- *                 MB MiB of mixed objects written, freed in random order
+ *   idle MB MS [thread.idle] [ballast]
+ *                 (with ballast: first 2 x MB MiB that stay live) MB MiB of
+ *                 mixed objects written, freed in random order
  *                 (then mallctl thread.idle when asked), then no
  *                 allocation at all for up to MS ms while RSS is polled
  *                 (raw read(2) of /proc/self/statm, no stdio) until it is
@@ -172,12 +173,22 @@ static void mode_thp(void)
     free(large);
 }
 
-static void mode_idle(size_t mb, uint64_t wait_ms, bool idle_call)
+/* ballast: first allocate and touch 2 x `mb` MiB that stay live, so that
+ * what is freed afterwards (MB MiB requested, somewhat more in pages) stays
+ * under the pools' dirty cap (at most the active pages): then only decay
+ * can give it back. */
+static void mode_idle(size_t mb, uint64_t wait_ms, bool idle_call, bool ballast)
 {
     size_t total = mb << 20;
     size_t cap = total / 16;
     void **ps = hmem(cap * sizeof(void *));
     uint64_t seed = 0x1234567;
+    if (ballast) {
+        char *b = malloc(2 * total);
+        if (b == NULL)
+            die("malloc");
+        memset(b, 1, 2 * total);
+    }
     size_t rss0 = statm(1), n = 0, bytes = 0;
     while (bytes < total && n < cap) {
         /* Log-uniform 16 B .. 64 KiB: small and large classes. */
@@ -218,6 +229,14 @@ static void mode_idle(size_t mb, uint64_t wait_ms, bool idle_call)
            rss1, rss2, rss, dropped_ms);
 }
 
+static bool has_arg(int argc, char **argv, const char *word)
+{
+    for (int i = 4; i < argc; i++)
+        if (strcmp(argv[i], word) == 0)
+            return true;
+    return false;
+}
+
 int main(int argc, char **argv)
 {
     if (mallctl == NULL)
@@ -227,10 +246,10 @@ int main(int argc, char **argv)
     else if (argc >= 2 && strcmp(argv[1], "thp") == 0)
         mode_thp();
     else if (argc >= 4 && strcmp(argv[1], "idle") == 0)
-        mode_idle((size_t)strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10),
-                  argc >= 5 && strcmp(argv[4], "thread.idle") == 0);
+        mode_idle((size_t)strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10), has_arg(argc, argv, "thread.idle"),
+                  has_arg(argc, argv, "ballast"));
     else
-        die("usage: decay_probe retain|thp|idle MB MS [thread.idle]");
+        die("usage: decay_probe retain|thp|idle MB MS [thread.idle] [ballast]");
     fflush(stdout);
     return 0;
 }
