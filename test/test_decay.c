@@ -151,6 +151,18 @@ static unsigned my_arena(void)
     return a;
 }
 
+static unsigned arena_nthreads(unsigned a)
+{
+    char name[96];
+    unsigned v = 0;
+    size_t sz = sizeof(v);
+    snprintf(name, sizeof(name), "stats.arenas.%u.nthreads", a);
+    new_epoch();
+    if (mallctl(name, &v, &sz, NULL, 0) != 0)
+        return 0; /* not created yet */
+    return v;
+}
+
 static void set_thread_arena(unsigned a)
 {
     cr_assert_eq(mallctl("thread.arena", NULL, NULL, &a, sizeof(a)), 0, "thread.arena = %u", a);
@@ -560,6 +572,97 @@ Test(decay, empty_current_slabs_are_given_back_by_decay)
                   mib((pactive - pactive0) * PAGE), 100 + DECAY_SLACK_MS);
 }
 
+/* Objects another thread frees wait in their owner arena's mailbox (still
+ * allocated as far as the slabs are concerned). Decay drains them into
+ * their slabs when the owner thread is gone, or when the mailbox did not
+ * move between two decay ticks (the owner is idle); otherwise they would
+ * pin their slabs for good. */
+typedef struct mail_owner {
+    unsigned arena;
+    unsigned n;
+    size_t size;
+    void **ps;
+    pthread_barrier_t *allocated, *freed, *release;
+} mail_owner_t;
+
+static void *mail_owner_main(void *arg)
+{
+    mail_owner_t *o = arg;
+    set_thread_arena(o->arena);
+    for (unsigned i = 0; i < o->n; i++) {
+        o->ps[i] = malloc(o->size);
+        cr_assert_not_null(o->ps[i]);
+    }
+    cr_assert_eq(mallctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
+    pthread_barrier_wait(o->allocated);
+    pthread_barrier_wait(o->freed);
+    if (o->release != NULL)
+        pthread_barrier_wait(o->release); /* stay alive, idle, until told */
+    return NULL;
+}
+
+static void mailed_objects_drain(bool owner_exits)
+{
+    const size_t size = 64;
+    const unsigned n = 200;
+    unsigned bin = 0;
+    while (sc_bin_info[bin].reg_size != size)
+        bin++;
+    unsigned narenas = 0;
+    size_t nsz = sizeof(narenas);
+    cr_assert_eq(mallctl("arenas.narenas", &narenas, &nsz, NULL, 0), 0);
+    cr_assert_geq(narenas, 2, "need two arenas");
+    /* An arena no thread uses (Criterion has threads of its own). */
+    unsigned home = my_arena(), x = home;
+    for (unsigned i = 1; i < narenas && x == home; i++)
+        if (arena_nthreads((home + i) % narenas) == 0)
+            x = (home + i) % narenas;
+    cr_assert_neq(x, home, "no arena without threads among %u", narenas);
+    char name[96];
+    size_t base = 0, sz = sizeof(base);
+    snprintf(name, sizeof(name), "stats.arenas.%u.bins.%u.curregs", x, bin);
+    new_epoch();
+    if (mallctl(name, &base, &sz, NULL, 0) != 0)
+        base = 0; /* the arena is not created yet */
+
+    pthread_barrier_t allocated, freed, release;
+    pthread_barrier_init(&allocated, NULL, 2);
+    pthread_barrier_init(&freed, NULL, 2);
+    pthread_barrier_init(&release, NULL, 2);
+    void *ps[200];
+    mail_owner_t o = {x, n, size, ps, &allocated, &freed, owner_exits ? NULL : &release};
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, mail_owner_main, &o), 0);
+    pthread_barrier_wait(&allocated);
+    for (unsigned i = 0; i < n; i++)
+        free(ps[i]);
+    cr_assert_eq(mallctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0); /* pushes the remote frees out */
+    pthread_barrier_wait(&freed);
+    if (owner_exits)
+        cr_assert_eq(pthread_join(t, NULL), 0);
+    size_t mailed = bin_curregs(x, bin);
+    cr_assert_geq(mailed, base + n / 2, "the remote frees did not wait in the mailbox (curregs %zu -> %zu)", base,
+                  mailed);
+    ctl_do("arena.%zu.decay", x);
+    if (!owner_exits)
+        ctl_do("arena.%zu.decay", x); /* the second tick sees the mailbox did not move */
+    size_t after = bin_curregs(x, bin);
+    cr_log_info("mailbox (owner %s): curregs %zu, %zu with the mail, %zu after decay",
+                owner_exits ? "gone" : "idle", base, mailed, after);
+    cr_assert_leq(after, base + n / 10, "%s owner: %zu mailed objects still held after decay",
+                  owner_exits ? "exited" : "idle", after - base);
+    if (!owner_exits) {
+        pthread_barrier_wait(&release);
+        cr_assert_eq(pthread_join(t, NULL), 0);
+    }
+    pthread_barrier_destroy(&allocated);
+    pthread_barrier_destroy(&freed);
+    pthread_barrier_destroy(&release);
+}
+
+Test(decay, mailed_objects_drain_when_the_owner_is_gone) { mailed_objects_drain(true); }
+Test(decay, mailed_objects_drain_when_the_owner_is_idle) { mailed_objects_drain(false); }
+
 /* ---------------------------------------------------------------------
  * Contents after purging and reuse.
  */
@@ -823,17 +926,18 @@ Test(decay, thp_option_shows_in_smaps_vmflags)
 
 /* background_thread:true: with the default decay (1 s), 512 MiB freed by a
  * program that then goes idle (thread.idle, then no allocation at all) go
- * back within the decay time plus slack. Without the background thread,
- * the same program keeps them (nothing else runs purging while it is
- * idle). thread.idle is part of going idle here: a thread's cache holds
- * objects that keep their slabs in use (with 64 KiB pages a few hundred
- * MiB of slabs for a few MiB of cached objects), and only the thread
- * itself can give those back. */
+ * back within the decay time plus slack. A live ballast as large as what is
+ * freed keeps the dirty pages under the pools' dirty cap, so only decay can
+ * give them back; without the background thread the same program keeps
+ * them (nothing else runs purging while it is idle). thread.idle is part
+ * of going idle here: a thread's cache holds objects that keep their slabs
+ * in use (with 64 KiB pages a few hundred MiB of slabs for a few MiB of
+ * cached objects), and only the thread itself can give those back. */
 Test(decay, background_thread_purges_while_idle)
 {
     char out[8192], args[64];
     const long mb = 512;
-    snprintf(args, sizeof(args), "idle %ld %d thread.idle", mb, 1000 + DECAY_SLACK_MS);
+    snprintf(args, sizeof(args), "idle %ld %d thread.idle ballast", mb, 1000 + DECAY_SLACK_MS);
     probe("background_thread:true", args, out, sizeof(out));
     long long dropped = kv(out, "dropped_ms");
     cr_log_info("background thread: RSS back after %lld ms", dropped);
@@ -842,9 +946,29 @@ Test(decay, background_thread_purges_while_idle)
     cr_assert_geq(kv(out, "rss_freed") - kv(out, "rss0"), (long long)(mb << 20) / 2,
                   "RSS dropped at the frees already: nothing left for the background thread to show\n%s", out);
 
-    snprintf(args, sizeof(args), "idle %ld %d thread.idle", mb, 2000);
+    snprintf(args, sizeof(args), "idle %ld %d thread.idle ballast", mb, 2000);
     probe("background_thread:false", args, out, sizeof(out));
     cr_assert_eq(kv(out, "dropped_ms"), -1, "without the background thread, idle memory was purged\n%s", out);
+}
+
+/* The dirty cap: a program that frees (nearly) all of its heap and goes
+ * idle gets the memory back with default options (no background thread):
+ * a pool keeps at most max(its active pages, 16 MiB) dirty, purged as the
+ * frees happen. The same program with dirty_decay_ms:-1 keeps it all. */
+Test(decay, freeing_the_heap_gives_it_back_without_a_background_thread)
+{
+    char out[8192], args[64];
+    const long mb = 512;
+    snprintf(args, sizeof(args), "idle %ld %d thread.idle", mb, 0);
+    probe("background_thread:false", args, out, sizeof(out));
+    long long left = kv(out, "rss_freed") - kv(out, "rss0");
+    cr_log_info("dirty cap: %lld MiB left resident after freeing %ld MiB", left >> 20, mb);
+    cr_assert_lt(left, (long long)(mb << 20) / 10, "%lld MiB of the %ld MiB freed still resident\n%s", left >> 20, mb, out);
+
+    probe("background_thread:false,dirty_decay_ms:-1", args, out, sizeof(out));
+    left = kv(out, "rss_freed") - kv(out, "rss0");
+    cr_assert_gt(left, (long long)(mb << 20) * 9 / 10, "dirty_decay_ms:-1 purged: only %lld MiB of %ld MiB still resident\n%s",
+                 left >> 20, mb, out);
 }
 
 /* ---------------------------------------------------------------------
@@ -1218,6 +1342,13 @@ Test(decay_curve, pool_purges_gradually_and_boundedly)
     uint64_t t0 = pool.decay_dirty.epoch_start_ns, iv = pool.decay_dirty.interval_ns;
     enum { N = 400 };
     static extent_t *keep[N];
+    /* An active ballast (never touched) as large as everything freed here
+     * keeps the dirty pages under the pool's dirty cap (max(active, 16
+     * MiB)): only decay purges in this test. */
+    bool z;
+    size_t ballast_size = 2 * N * SC_LARGE_MINCLASS;
+    extent_t *ballast = extent_alloc(&pool, ballast_size, PAGE, sc_size2index(ballast_size), false, &z);
+    cr_assert_not_null(ballast);
     pool_fill_dirty(N, keep);
     size_t per = SC_LARGE_MINCLASS / PAGE, total = N * per;
     cr_assert_eq(pool.dirty.npages, total);
@@ -1269,6 +1400,59 @@ Test(decay_curve, pool_purges_gradually_and_boundedly)
     cr_assert_gt(pool.stats.npurge[1], 0);
     cr_assert_geq(pool.stats.purged_pages[1], total2);
     cr_assert_geq(pool.retained.npages, retained_before + total2);
+}
+
+/* The dirty cap: whatever the decay time, a pool keeps at most max(active
+ * pages, 16 MiB) dirty; going over it purges (oldest first) down to half
+ * of it, at the free. Under the cap nothing is purged; with -1 never. */
+static size_t pool_free_many(size_t bytes, size_t extent_bytes)
+{
+    unsigned n = (unsigned)(bytes / extent_bytes);
+    unsigned szind = sc_size2index(extent_bytes);
+    extent_t **all = malloc(n * sizeof(extent_t *));
+    for (unsigned i = 0; i < n; i++) {
+        bool z;
+        all[i] = extent_alloc(&pool, extent_bytes, PAGE, szind, false, &z);
+        cr_assert_not_null(all[i]);
+    }
+    for (unsigned i = 0; i < n; i++)
+        extent_dalloc(&pool, all[i]);
+    free(all);
+    return (size_t)n * (extent_bytes / PAGE);
+}
+
+Test(decay_curve, pool_caps_dirty_pages)
+{
+    const size_t floor_pages = ((size_t)16 << 20) / PAGE, ext = (size_t)1 << 20;
+    /* Nothing else active: the cap is the 16 MiB floor. */
+    extent_pool_init(&pool, POOL_IND, false);
+    extent_set_decay(&pool, 10000, 0);
+    size_t freed = pool_free_many((size_t)64 << 20, ext);
+    cr_assert_leq(pool.dirty.npages, floor_pages, "%zu dirty pages over the %zu-page cap", pool.dirty.npages,
+                  floor_pages);
+    cr_assert_eq(pool.stats.purged_pages[0] + pool.dirty.npages, freed);
+    cr_assert_geq(pool.stats.purged_pages[0], freed - floor_pages);
+    cr_assert_gt(pool.stats.npurge[0], 0);
+    cr_assert_lt(pool.stats.npurge[0], freed / (floor_pages / 2) + 2, "purged in %llu runs: not in batches",
+                 (unsigned long long)pool.stats.npurge[0]);
+
+    /* 128 MiB active (never touched): 64 MiB freed stays dirty. */
+    extent_pool_init(&pool, POOL_IND, false);
+    extent_set_decay(&pool, 10000, 0);
+    bool z;
+    size_t big = (size_t)128 << 20;
+    cr_assert_not_null(extent_alloc(&pool, big, PAGE, sc_size2index(big), false, &z));
+    freed = pool_free_many((size_t)64 << 20, ext);
+    cr_assert_eq(pool.dirty.npages, freed, "under the cap, %zu of %zu pages purged", freed - pool.dirty.npages,
+                 freed);
+    cr_assert_eq(pool.stats.purged_pages[0], 0);
+
+    /* -1: never. */
+    extent_pool_init(&pool, POOL_IND, false);
+    extent_set_decay(&pool, -1, -1);
+    freed = pool_free_many((size_t)64 << 20, ext);
+    cr_assert_eq(pool.dirty.npages, freed);
+    cr_assert_eq(pool.stats.purged_pages[0], 0);
 }
 
 /* Decay 0: pages are purged in extent_dalloc; -1: never, however late. */

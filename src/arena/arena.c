@@ -301,6 +301,40 @@ bool arena_ralloc_large_in_place(extent_t *e, size_t new_usize, bool zero)
     return ok;
 }
 
+/* Under the bin lock: every object waiting in recycled or the mailbox goes
+ * back to its slab. */
+static void bin_drain_locked(bin_t *bin, unsigned binind)
+{
+    size_t drained = 0;
+    for (;;) {
+        while (bin->recycled != NULL) {
+            void *p = bin->recycled;
+            bin->recycled = *(void **)p;
+            extent_t *slab = rtree_elm_extent(rtree_lookup((uintptr_t)p));
+            bin_dalloc_locked(bin, binind, slab, p);
+            drained++;
+        }
+        if (ma_load_relaxed(&bin->mailbox) == NULL)
+            break;
+        bin_take_mail(bin);
+    }
+    bin->nrecycled = 0;
+    bin->stats.ndalloc += drained;
+    bin->stats.curregs -= drained;
+}
+
+/* Under the bin lock: an entirely free current slab goes back to the pool
+ * (dirty: its pages then decay like any other). */
+static void bin_release_empty_slabcur(bin_t *bin, unsigned binind)
+{
+    extent_t *slab = bin->slabcur;
+    if (slab != NULL && slab->nfree == sc_bin_info[binind].nregs) {
+        bin->slabcur = NULL;
+        bin->stats.curslabs--;
+        extent_dalloc(slab->pool, slab);
+    }
+}
+
 /* Each bin keeps its current slab even when empty (so an alloc/free cycle
  * does not make and unmake a slab); a purge gives those back too, after
  * returning the mailbox's objects to their slabs. */
@@ -309,28 +343,8 @@ static void arena_release_empty_slabs(arena_t *a)
     for (unsigned b = 0; b < SC_NBINS; b++) {
         bin_t *bin = &a->bins[b];
         ma_mutex_lock(&bin->lock);
-        size_t drained = 0;
-        for (;;) {
-            while (bin->recycled != NULL) {
-                void *p = bin->recycled;
-                bin->recycled = *(void **)p;
-                extent_t *slab = rtree_elm_extent(rtree_lookup((uintptr_t)p));
-                bin_dalloc_locked(bin, b, slab, p);
-                drained++;
-            }
-            if (ma_load_relaxed(&bin->mailbox) == NULL)
-                break;
-            bin_take_mail(bin);
-        }
-        bin->nrecycled = 0;
-        bin->stats.ndalloc += drained;
-        bin->stats.curregs -= drained;
-        extent_t *slab = bin->slabcur;
-        if (slab != NULL && slab->nfree == sc_bin_info[b].nregs) {
-            bin->slabcur = NULL;
-            bin->stats.curslabs--;
-            extent_dalloc(slab->pool, slab);
-        }
+        bin_drain_locked(bin, b);
+        bin_release_empty_slabcur(bin, b);
         ma_mutex_unlock(&bin->lock);
     }
 }
@@ -341,26 +355,50 @@ size_t arena_purge(arena_t *a)
     return extent_purge_all(&a->pool);
 }
 
-/* Decay's part of the above: a current slab found entirely free at a decay
- * tick goes back to the pool (dirty: its pages then decay like any other),
- * so an arena does not keep one idle slab per bin forever (tens of MiB per
- * arena with 64 KiB pages). The mailbox is left alone. */
+/*
+ * Decay's part of the above, for what nobody is going to use soon:
+ * - a current slab found entirely free at a decay tick goes back to the
+ *   pool, so an arena does not keep one idle slab per bin forever (tens of
+ *   MiB per arena with 64 KiB pages);
+ * - objects other threads mailed back are drained into their slabs when
+ *   the arena has no thread left, or when neither the mailbox nor the
+ *   recycled list moved since the previous tick (the owner is idle): else
+ *   they would pin their slabs indefinitely.
+ * The checks are unlocked peeks (the lists' heads are only compared, never
+ * followed), redone under the lock.
+ */
+static bool bin_mail_is_stale(arena_t *a, bin_t *bin)
+{
+    void *mail = ma_load_relaxed(&bin->mailbox), *rec = ma_load_relaxed(&bin->recycled);
+    if (mail == NULL && rec == NULL) {
+        if (ma_load_relaxed(&bin->decay_seen_mail) != NULL || ma_load_relaxed(&bin->decay_seen_recycled) != NULL) {
+            ma_store_relaxed(&bin->decay_seen_mail, NULL);
+            ma_store_relaxed(&bin->decay_seen_recycled, NULL);
+        }
+        return false;
+    }
+    bool stale = ma_load_relaxed(&a->nthreads) == 0 ||
+                 (mail == ma_load_relaxed(&bin->decay_seen_mail) &&
+                  rec == ma_load_relaxed(&bin->decay_seen_recycled));
+    ma_store_relaxed(&bin->decay_seen_mail, mail);
+    ma_store_relaxed(&bin->decay_seen_recycled, rec);
+    return stale;
+}
+
 size_t arena_decay(arena_t *a, uint64_t now_ns, size_t max_pages)
 {
     for (unsigned b = 0; b < SC_NBINS; b++) {
         bin_t *bin = &a->bins[b];
         const unsigned nregs = sc_bin_info[b].nregs;
-        /* Unlocked peek (extent records are never unmapped); rechecked. */
         extent_t *slab = ma_load_relaxed(&bin->slabcur);
-        if (slab == NULL || ma_load_relaxed(&slab->nfree) != nregs)
+        bool slab_idle = slab != NULL && ma_load_relaxed(&slab->nfree) == nregs;
+        bool mail_stale = bin_mail_is_stale(a, bin);
+        if (!slab_idle && !mail_stale)
             continue;
         ma_mutex_lock(&bin->lock);
-        slab = bin->slabcur;
-        if (slab != NULL && slab->nfree == nregs) {
-            bin->slabcur = NULL;
-            bin->stats.curslabs--;
-            extent_dalloc(slab->pool, slab);
-        }
+        if (mail_stale)
+            bin_drain_locked(bin, b);
+        bin_release_empty_slabcur(bin, b);
         ma_mutex_unlock(&bin->lock);
     }
     return extent_decay(&a->pool, now_ns, max_pages);

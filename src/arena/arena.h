@@ -60,6 +60,9 @@ typedef struct bin {
     bin_stats_t stats;
     void *mailbox MA_ALIGNED(MA_CACHELINE); /* written by other threads */
     size_t nmailbox;
+    /* The heads of mailbox and recycled at the last decay tick: unchanged
+     * at the next one means nobody is consuming them (see arena_decay). */
+    void *decay_seen_mail, *decay_seen_recycled;
 } MA_ALIGNED(MA_CACHELINE) bin_t;
 
 #define BIN_MAILBOX_BYTES ((size_t)16 << 10) /* beyond, remote frees go to the slabs */
