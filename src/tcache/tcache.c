@@ -356,6 +356,8 @@ void tcache_set_enabled(tsd_t *tsd, bool enabled)
     bins_enable(tsd);
 }
 
+size_t tcache_block_bytes(void) { return stack_blocks.size; }
+
 void tcache_destroy(tsd_t *tsd)
 {
     tcache_flush(tsd);

@@ -44,6 +44,8 @@ extern unsigned tcache_nbins;
 bool tcache_boot(void);
 bool tcache_init(tsd_t *tsd);
 void tcache_destroy(tsd_t *tsd);
+/* The size of one thread's cache block (metadata; recycled at thread exit). */
+size_t tcache_block_bytes(void);
 
 /* Pop from bin ind after a fast-path miss (moving the low-water mark or
  * refilling from the arena). NULL when out of memory. */
