@@ -67,13 +67,18 @@ $(BUILD)/libmyalloc.a: $(OBJ)
 	rm -f $@
 	ar rcs $@ $(OBJ)
 
-# lib/ holds the most recently built configuration.
-$(LIBDIR)/libmyalloc.so: $(BUILD)/libmyalloc.so
+# lib/ holds the configuration of the last `make lib` (or `make`): copied
+# whenever it differs, since switching back to a configuration built earlier
+# leaves its build older than lib/.
+$(LIBDIR)/libmyalloc.so: $(BUILD)/libmyalloc.so FORCE
 	@mkdir -p $(LIBDIR)
-	cp $< $@
-$(LIBDIR)/libmyalloc.a: $(BUILD)/libmyalloc.a
+	@cmp -s $< $@ || cp $< $@
+$(LIBDIR)/libmyalloc.a: $(BUILD)/libmyalloc.a FORCE
 	@mkdir -p $(LIBDIR)
-	cp $< $@
+	@cmp -s $< $@ || cp $< $@
+
+.PHONY: FORCE
+FORCE:
 
 -include $(DEP)
 
