@@ -953,7 +953,7 @@ Test(decay, background_thread_purges_while_idle)
 
 /* The dirty cap: a program that frees (nearly) all of its heap and goes
  * idle gets the memory back with default options (no background thread):
- * a pool keeps at most max(its active pages, 16 MiB) dirty, purged as the
+ * a pool keeps at most max(twice its active pages, 16 MiB) dirty, purged as the
  * frees happen. The same program with dirty_decay_ms:-1 keeps it all. */
 Test(decay, freeing_the_heap_gives_it_back_without_a_background_thread)
 {
@@ -1343,7 +1343,7 @@ Test(decay_curve, pool_purges_gradually_and_boundedly)
     enum { N = 400 };
     static extent_t *keep[N];
     /* An active ballast (never touched) as large as everything freed here
-     * keeps the dirty pages under the pool's dirty cap (max(active, 16
+     * keeps the dirty pages under the pool's dirty cap (max(2 x active, 16
      * MiB)): only decay purges in this test. */
     bool z;
     size_t ballast_size = 2 * N * SC_LARGE_MINCLASS;
@@ -1402,7 +1402,7 @@ Test(decay_curve, pool_purges_gradually_and_boundedly)
     cr_assert_geq(pool.retained.npages, retained_before + total2);
 }
 
-/* The dirty cap: whatever the decay time, a pool keeps at most max(active
+/* The dirty cap: whatever the decay time, a pool keeps at most max(2 x active
  * pages, 16 MiB) dirty; going over it purges (oldest first) down to half
  * of it, at the free. Under the cap nothing is purged; with -1 never. */
 static size_t pool_free_many(size_t bytes, size_t extent_bytes)
@@ -1446,6 +1446,21 @@ Test(decay_curve, pool_caps_dirty_pages)
     cr_assert_eq(pool.dirty.npages, freed, "under the cap, %zu of %zu pages purged", freed - pool.dirty.npages,
                  freed);
     cr_assert_eq(pool.stats.purged_pages[0], 0);
+
+    /* 32 MiB active: the cap is 64 MiB. 56 MiB freed stay; 96 MiB do not. */
+    for (int k = 0; k < 2; k++) {
+        extent_pool_init(&pool, POOL_IND, false);
+        extent_set_decay(&pool, 10000, 0);
+        size_t act = (size_t)32 << 20, cap_pages = 2 * act / PAGE;
+        cr_assert_not_null(extent_alloc(&pool, act, PAGE, sc_size2index(act), false, &z));
+        freed = pool_free_many(k == 0 ? (size_t)56 << 20 : (size_t)96 << 20, ext);
+        if (k == 0)
+            cr_assert_eq(pool.stats.purged_pages[0], 0, "56 MiB freed next to 32 MiB active: %zu pages purged",
+                         (size_t)pool.stats.purged_pages[0]);
+        else
+            cr_assert(pool.stats.purged_pages[0] > 0 && pool.dirty.npages <= cap_pages,
+                      "96 MiB freed next to 32 MiB active: %zu pages dirty (cap %zu)", pool.dirty.npages, cap_pages);
+    }
 
     /* -1: never. */
     extent_pool_init(&pool, POOL_IND, false);
