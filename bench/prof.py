@@ -524,7 +524,7 @@ def render(meta, rows, over, keys, cost_key, cost_cfg, cost, je_count, mem_key, 
                   "expected samples", "cost per sample (ns)", "[min, max]", "/ jemalloc"]
         out = []
         je_cost = med(costs["jemalloc"][0]) if "jemalloc" in costs else None
-        descr = {"myalloc-gcc": ("myalloc", "gcc (cached CFI, default); program -O2"),
+        descr = {"myalloc-gcc": ("myalloc", "gcc (libgcc, default); program -O2"),
                  "myalloc-fp": ("myalloc", "fp (prof_bt:fp); program -O2 -fno-omit-frame-pointer"),
                  "jemalloc": ("jemalloc", "libgcc (jemalloc's); program -O2")}
         for label, *_ in cost_cfg:

@@ -70,7 +70,7 @@ const conf_option_t conf_options[] = {
     {"prof_seed", CONF_UINT64, CTL_UINT64, &opt_prof_seed, 0, INT64_MAX, NULL,
      "seed of the per-thread samplers (0: from the thread and the clock)"},
     {"prof_bt", CONF_CHOICE, CTL_STRING, &opt_prof_bt, 0, 0, prof_bt_choices,
-     "stack unwinder: gcc (DWARF CFI, works without frame pointers) or fp"},
+     "stack unwinder: gcc (libgcc, works without frame pointers) or fp"},
     {"prof_bt_max", CONF_UNSIGNED, CTL_UNSIGNED, &opt_prof_bt_max, 1, PROF_BT_MAX_LIMIT, NULL,
      "deepest stack recorded, in frames"},
     {"prof_format", CONF_CHOICE, CTL_STRING, &opt_prof_format, 0, 0, prof_format_names,

@@ -1,12 +1,9 @@
 /*
  * prof_bt: stack capture for samples.
  *
- * Two unwinders. The default (prof_bt:gcc) follows the DWARF call frame
- * information, so it works for code built without frame pointers: first
- * with prof_unwind (prof_unwind.c: cached rules, a few loads per frame),
- * and when that gives up, with libgcc's _Unwind_Backtrace (or glibc's
- * backtrace()), which re-interprets the CFI of every frame. The other is a
- * frame-pointer walk (prof_bt:fp; needs -fno-omit-frame-pointer code).
+ * Two unwinders: glibc's backtrace() (the libgcc DWARF unwinder, works for
+ * code built without frame pointers; the default), and a frame-pointer
+ * walk (prof_bt:fp; much cheaper, needs -fno-omit-frame-pointer code).
  *
  * The allocator's own frames are cut exactly: every entry point passes the
  * return address into the program ("caller") down its slow path, and the
@@ -22,7 +19,6 @@
 #include <unwind.h>
 
 #include "prof.h"
-#include "prof_unwind.h"
 
 #define PROF_BT_SKIP_MAX 32 /* the allocator's own frames are far fewer */
 
@@ -55,11 +51,6 @@ static _Unwind_Reason_Code unwind_step(struct _Unwind_Context *ctx, void *p)
 
 static int bt_gcc(void **buf, int cap)
 {
-    if (prof_unwind_enabled) {
-        int n = prof_unwind(buf, cap);
-        if (n >= 0)
-            return n;
-    }
     if (unwind_backtrace == NULL)
         return backtrace(buf, cap);
     unwind_arg_t a = {buf, 0, cap};
@@ -162,7 +153,6 @@ void prof_bt_boot(void)
     /* Where our own code lives (the library, or the program when linked
      * statically: then the fallback cut is less precise, see above). */
     dl_iterate_phdr(find_own_text, (void *)(uintptr_t)&prof_backtrace);
-    prof_unwind_boot();
     /* The first backtrace() loads libgcc_s and allocates: do it now, not
      * inside a sampled malloc; then take libgcc's unwinder itself. */
     void *warm[4];
