@@ -18,7 +18,7 @@
 bool opt_abort_conf;
 unsigned opt_narenas;
 
-static const char *const prof_bt_choices[] = {"gcc", "fp", NULL};
+static const char *const prof_bt_choices[] = {"gcc", "fp", "libgcc", NULL};
 static const char *const thp_choices[] = {"default", "always", "never", NULL};
 
 /* Defined weak so that a program's own definition wins (jemalloc's rule). */
@@ -70,7 +70,7 @@ const conf_option_t conf_options[] = {
     {"prof_seed", CONF_UINT64, CTL_UINT64, &opt_prof_seed, 0, INT64_MAX, NULL,
      "seed of the per-thread samplers (0: from the thread and the clock)"},
     {"prof_bt", CONF_CHOICE, CTL_STRING, &opt_prof_bt, 0, 0, prof_bt_choices,
-     "stack unwinder: gcc (libgcc, works without frame pointers) or fp"},
+     "stack unwinder: gcc (DWARF unwind tables with a cache, libgcc for what it cannot do; works without frame pointers), fp (frame pointers) or libgcc (libgcc for every stack)"},
     {"prof_bt_max", CONF_UNSIGNED, CTL_UNSIGNED, &opt_prof_bt_max, 1, PROF_BT_MAX_LIMIT, NULL,
      "deepest stack recorded, in frames"},
     {"prof_format", CONF_CHOICE, CTL_STRING, &opt_prof_format, 0, 0, prof_format_names,

@@ -12,6 +12,7 @@
 #include "../arena/pages.h"
 #include "prof_scratch.h"
 #include "prof_table.h"
+#include "prof_unwind.h"
 
 bool opt_prof;
 bool opt_prof_active = true;
@@ -325,5 +326,6 @@ void prof_postfork_child(void)
     extent_pool_postfork_child(&sampled_pool);
     prof_table_postfork_child();
     prof_dump_postfork_child();
+    prof_unwind_postfork_child();
     ma_mutex_postfork_child(&active_lock);
 }

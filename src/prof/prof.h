@@ -26,7 +26,10 @@
 #define PROF_BT_MAX_LIMIT 256
 #define PROF_PREFIX_MAX 1024
 
-enum prof_bt_kind { PROF_BT_GCC = 0, PROF_BT_FP = 1 };
+/* The unwinders (prof_bt): gcc, the DWARF unwinder (prof_unwind.c, with
+ * libgcc's for the stacks it gives up on); fp, frame pointers; libgcc,
+ * libgcc's _Unwind_Backtrace for every stack. */
+enum prof_bt_kind { PROF_BT_GCC = 0, PROF_BT_FP = 1, PROF_BT_LIBGCC = 2 };
 
 /* What a dump writes (prof_format / prof.format), see doc/profiling.md:
  *   text    the gperftools heap format (raw counts; jeprof, pprof)   .heap

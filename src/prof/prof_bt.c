@@ -1,9 +1,12 @@
 /*
  * prof_bt: stack capture for samples.
  *
- * Two unwinders: glibc's backtrace() (the libgcc DWARF unwinder, works for
- * code built without frame pointers; the default), and a frame-pointer
- * walk (prof_bt:fp; much cheaper, needs -fno-omit-frame-pointer code).
+ * The default unwinder (prof_bt:gcc) follows the DWARF unwind tables, so
+ * it works for code built without frame pointers: prof_unwind.c with its
+ * cache of rules first, and libgcc's _Unwind_Backtrace (or glibc's
+ * backtrace()) for the stacks it gives up on. prof_bt:libgcc skips the
+ * former; prof_bt:fp walks frame pointers instead (needs
+ * -fno-omit-frame-pointer code).
  *
  * The allocator's own frames are cut exactly: every entry point passes the
  * return address into the program ("caller") down its slow path, and the
@@ -19,6 +22,7 @@
 #include <unwind.h>
 
 #include "prof.h"
+#include "prof_unwind.h"
 
 #define PROF_BT_SKIP_MAX 32 /* the allocator's own frames are far fewer */
 
@@ -49,13 +53,21 @@ static _Unwind_Reason_Code unwind_step(struct _Unwind_Context *ctx, void *p)
     return _URC_NO_REASON;
 }
 
-static int bt_gcc(void **buf, int cap)
+static int bt_libgcc(void **buf, int cap)
 {
     if (unwind_backtrace == NULL)
         return backtrace(buf, cap);
     unwind_arg_t a = {buf, 0, cap};
     unwind_backtrace(unwind_step, &a);
     return a.n;
+}
+
+/* The DWARF unwinder; libgcc's when it gives up (prof_unwind's first
+ * frame is then one in here, as libgcc's is: both are cut below). */
+static int bt_gcc(void **buf, int cap)
+{
+    int n = prof_unwind_backtrace(buf, cap);
+    return n >= 0 ? n : bt_libgcc(buf, cap);
 }
 
 /* The thread's stack top, for bounding the frame-pointer walk. */
@@ -110,7 +122,8 @@ unsigned prof_backtrace(void **frames, unsigned max, void *caller)
     if (max > PROF_BT_MAX_LIMIT)
         max = PROF_BT_MAX_LIMIT;
     int cap = (int)max + PROF_BT_SKIP_MAX;
-    int n = opt_prof_bt == PROF_BT_FP ? bt_fp(buf, cap) : bt_gcc(buf, cap);
+    unsigned kind = opt_prof_bt;
+    int n = kind == PROF_BT_FP ? bt_fp(buf, cap) : kind == PROF_BT_LIBGCC ? bt_libgcc(buf, cap) : bt_gcc(buf, cap);
     int start = -1;
     for (int i = 0; i < n && i < PROF_BT_SKIP_MAX; i++) {
         if (buf[i] == caller) {
@@ -170,4 +183,6 @@ void prof_bt_boot(void)
             ma_store_release(&unwind_backtrace, ub);
         }
     }
+    /* This thread's stack bounds and the library's own rules. */
+    prof_unwind_boot();
 }
