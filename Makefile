@@ -175,6 +175,34 @@ $(BUILD)/helpers/libprof_stripped.so: test/helpers/lib/prof_nog.c
 
 unit-config: $(BUILD)/myalloc-prof $(BUILD)/helpers/libprof_nog.so $(BUILD)/helpers/libprof_stripped.so
 
+# Shared libraries test_prof_unwind unwinds through (dlopen): one source
+# built with and without frame pointers; two builds of another whose frames
+# differ in size only (loaded one in the other's place); C++ when there is
+# a C++ compiler (the test skips without it).
+UNWIND_LIBS := $(BUILD)/helpers/libunwind_fp.so $(BUILD)/helpers/libunwind_nofp.so \
+                $(BUILD)/helpers/libunwind_swap_a.so $(BUILD)/helpers/libunwind_swap_b.so
+
+$(BUILD)/helpers/libunwind_fp.so: test/helpers/lib/unwind_lib.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -g -fPIC -shared -fno-omit-frame-pointer -o $@ $<
+
+$(BUILD)/helpers/libunwind_nofp.so: test/helpers/lib/unwind_lib.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -g -fPIC -shared -fomit-frame-pointer -o $@ $<
+
+$(BUILD)/helpers/libunwind_swap_%.so: test/helpers/lib/unwind_swap.c
+	@mkdir -p $(@D)
+	$(CC) -O1 -g -fPIC -shared -fomit-frame-pointer -DSWAP_BYTES=$(if $(filter a,$*),16,64) -o $@ $<
+
+ifneq ($(shell command -v $(CXX) 2>/dev/null),)
+UNWIND_LIBS += $(BUILD)/helpers/libunwind_cxx.so
+$(BUILD)/helpers/libunwind_cxx.so: test/helpers/lib/unwind_cxx.cpp
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 -O2 -g -fPIC -shared -o $@ $<
+endif
+
+unit-config: $(UNWIND_LIBS)
+
 clean:
 	rm -rf build lib
 
