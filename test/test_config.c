@@ -519,6 +519,8 @@ static const parse_case_t cases[] = {
     /* Choices. */
     {"prof_bt:fp", 0},
     {"prof_bt:gcc", 0},
+    {"prof_bt:libgcc", 0},
+    {"prof_bt:libgc", 1},
     {"prof_bt:FP", 1},
     {"prof_bt:fpx", 1},
     {"prof_bt:f", 1},
