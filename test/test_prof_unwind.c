@@ -707,6 +707,32 @@ Test(prof_unwind, a_coroutine_stack_is_bounded_by_its_own_mapping)
     munmap(stack, size);
 }
 
+/* After fork, in the child: the cache and the stack bounds carry over. */
+Test(prof_unwind, a_forked_child_unwinds)
+{
+    libs_open();
+    uw_diff_t *d = calloc(1, sizeof(*d));
+    chain_t c = {.n = 3, .kind = {K_NOFP_MIXED, K_FP, K_ALLOCA}, .depth = {3, 3, 3}};
+    chain_diff(&c, d);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        chain_t cc = {.n = 3, .kind = {K_ALLOCA, K_FP_REC, K_REC}, .depth = {2, 4, 6}};
+        cc.leaf = uw_take;
+        cc.leaf_arg = d;
+        chain_next(&cc);
+        bool same = d->nmine >= 2 && d->nmine == d->ngcc;
+        for (int i = 1; same && i < d->nmine; i++)
+            same = d->mine[i] == d->gcc[i];
+        _exit(same ? 0 : 1);
+    }
+    int st;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child's stack differs from libgcc's (status %#x)", st);
+    free(d);
+}
+
 /* =====================================================================
  * 5. What it gives up on, and libgcc then.
  */

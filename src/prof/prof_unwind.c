@@ -58,6 +58,7 @@ void prof_unwind_stats_get(prof_unwind_stats_t *out)
 #include <stddef.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* ---------------------------------------------------------------------
@@ -772,12 +773,14 @@ static bool pu_maps_line(const char *p, const char *end, uintptr_t sp, uintptr_t
     return true;
 }
 
-/* The mapping holding sp, from /proc/self/maps, read without allocating. */
+/* The mapping holding sp, from /proc/self/maps, read without allocating,
+ * with system calls that are not cancellation points (open and read are:
+ * a thread must not be cancelled inside malloc). */
 static bool pu_stack_scan(uintptr_t sp, uintptr_t *lo, uintptr_t *hi)
 {
     ma_fetch_add(&pu_nscans, 1);
     int saved = errno;
-    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         errno = saved;
         return false;
@@ -786,7 +789,7 @@ static bool pu_stack_scan(uintptr_t sp, uintptr_t *lo, uintptr_t *hi)
     size_t have = 0;
     bool found = false, skipping = false;
     while (!found) {
-        ssize_t r = read(fd, buf + have, sizeof(buf) - have);
+        ssize_t r = (ssize_t)syscall(SYS_read, fd, buf + have, sizeof(buf) - have);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
@@ -811,7 +814,7 @@ static bool pu_stack_scan(uintptr_t sp, uintptr_t *lo, uintptr_t *hi)
             have = 0;
         }
     }
-    close(fd);
+    syscall(SYS_close, fd);
     errno = saved;
     return found;
 }
