@@ -330,6 +330,7 @@ def main():
         # label, allocator, runner, env var, prof-on options
         ("myalloc-gcc", "myalloc", my, run_bin, "MYALLOC_CONF", on_conf),
         ("myalloc-fp", "myalloc", my, run_fp, "MYALLOC_CONF", on_conf + ",prof_bt:fp"),
+        ("myalloc-libgcc", "myalloc", my, run_bin, "MYALLOC_CONF", on_conf + ",prof_bt:libgcc"),
         ("jemalloc", "jemalloc", je, run_bin, "MALLOC_CONF", on_conf),
     ]
     cost = {c[0]: Cell(f"cost-{c[0]}") for c in cost_cfg}
@@ -344,7 +345,7 @@ def main():
                 je_count = r
             progress("jemalloc sample count (prof_stats)",
                      [f"{r.get('nsamples', -1):.0f}" if "fail" not in r else f"FAIL({r['fail']})"])
-        print(f"bench-prof: cost per sample, 3 configurations x {reps} paired repetitions",
+        print(f"bench-prof: cost per sample, {len(cost_cfg)} configurations x {reps} paired repetitions",
               file=sys.stderr)
         for rep in range(reps):
             k = rep % len(cost_cfg)
@@ -477,6 +478,7 @@ def render(meta, rows, over, keys, cost_key, cost_cfg, cost, je_count, mem_key, 
         L.append("")
         header = ["workload", "threads", "myalloc off CPU ns/op", "myalloc prof:true",
                   "myalloc overhead [min, max]", "samples", "predicted (gcc)", "predicted (fp)",
+                  "predicted (libgcc)",
                   "jemalloc off CPU ns/op", "jemalloc prof:true", "jemalloc overhead [min, max]"]
         out = []
         for r in rows:
@@ -489,7 +491,7 @@ def render(meta, rows, over, keys, cost_key, cost_cfg, cost, je_count, mem_key, 
                 smp = med([samples_of(x) for x in c.on if samples_of(x) is not None])
                 cpu_off = med([cpu_s(x) for x in c.off])
                 preds = []
-                for label in ("myalloc-gcc", "myalloc-fp"):
+                for label in ("myalloc-gcc", "myalloc-fp", "myalloc-libgcc"):
                     if label in costs and smp is not None and cpu_off:
                         preds.append(pct(smp * med(costs[label][0]) * 1e-9 / cpu_off))
                     else:
@@ -498,7 +500,7 @@ def render(meta, rows, over, keys, cost_key, cost_cfg, cost, je_count, mem_key, 
                         f"**{pct(med(ratios))}** {spread(ratios, pct)}",
                         B.fmt_num(smp)] + preds
             else:
-                row += [c.status() or "-"] * 2 + ["-"] * 4
+                row += [c.status() or "-"] * 2 + ["-"] * 5
             c = over[r.key]["jemalloc"]
             if c.ok():
                 off = [cpu_s(x) / x["ops"] * 1e9 for x in c.off]
@@ -524,8 +526,9 @@ def render(meta, rows, over, keys, cost_key, cost_cfg, cost, je_count, mem_key, 
                   "expected samples", "cost per sample (ns)", "[min, max]", "/ jemalloc"]
         out = []
         je_cost = med(costs["jemalloc"][0]) if "jemalloc" in costs else None
-        descr = {"myalloc-gcc": ("myalloc", "gcc (libgcc, default); program -O2"),
+        descr = {"myalloc-gcc": ("myalloc", "gcc (DWARF, cached rules; default); program -O2"),
                  "myalloc-fp": ("myalloc", "fp (prof_bt:fp); program -O2 -fno-omit-frame-pointer"),
+                 "myalloc-libgcc": ("myalloc", "libgcc (prof_bt:libgcc); program -O2"),
                  "jemalloc": ("jemalloc", "libgcc (jemalloc's); program -O2")}
         for label, *_ in cost_cfg:
             c = cost[label]
@@ -557,7 +560,7 @@ def render(meta, rows, over, keys, cost_key, cost_cfg, cost, je_count, mem_key, 
                      f"{LG_COST}.")
             L.append("")
         sk = [f"{label}: {med([x.get('nskipped', 0) for x in cost[label].on]):.0f}"
-              for label in ("myalloc-gcc", "myalloc-fp") if cost[label].ok()]
+              for label in ("myalloc-gcc", "myalloc-fp", "myalloc-libgcc") if cost[label].ok()]
         if sk:
             L.append(f"myalloc prof.nskipped (samples not recorded), median: {', '.join(sk)}.")
             L.append("")
