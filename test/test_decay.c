@@ -572,22 +572,22 @@ Test(decay, empty_current_slabs_are_given_back_by_decay)
                   mib((pactive - pactive0) * PAGE), 100 + DECAY_SLACK_MS);
 }
 
-/* Objects another thread frees wait in their owner arena's mailbox (still
- * allocated as far as the slabs are concerned). Decay drains them into
- * their slabs when the owner thread is gone, or when the mailbox did not
- * move between two decay ticks (the owner is idle); otherwise they would
- * pin their slabs for good. */
-typedef struct mail_owner {
+/* Objects another thread frees (of a class that shares cache lines, which
+ * the freeing thread does not cache) wait on their slab's remote list,
+ * still allocated as far as the bin is concerned, until the owner's next
+ * fill collects them. A decay tick collects them too, so an owner that
+ * exited or went idle does not leave them pinning their slabs. */
+typedef struct remote_owner {
     unsigned arena;
     unsigned n;
     size_t size;
     void **ps;
     pthread_barrier_t *allocated, *freed, *release;
-} mail_owner_t;
+} remote_owner_t;
 
-static void *mail_owner_main(void *arg)
+static void *remote_owner_main(void *arg)
 {
-    mail_owner_t *o = arg;
+    remote_owner_t *o = arg;
     set_thread_arena(o->arena);
     for (unsigned i = 0; i < o->n; i++) {
         o->ps[i] = malloc(o->size);
@@ -601,9 +601,9 @@ static void *mail_owner_main(void *arg)
     return NULL;
 }
 
-static void mailed_objects_drain(bool owner_exits)
+static void remote_frees_are_collected(bool owner_exits)
 {
-    const size_t size = 64;
+    const size_t size = 96; /* not a multiple of a cache line */
     const unsigned n = 200;
     unsigned bin = 0;
     while (sc_bin_info[bin].reg_size != size)
@@ -630,9 +630,9 @@ static void mailed_objects_drain(bool owner_exits)
     pthread_barrier_init(&freed, NULL, 2);
     pthread_barrier_init(&release, NULL, 2);
     void *ps[200];
-    mail_owner_t o = {x, n, size, ps, &allocated, &freed, owner_exits ? NULL : &release};
+    remote_owner_t o = {x, n, size, ps, &allocated, &freed, owner_exits ? NULL : &release};
     pthread_t t;
-    cr_assert_eq(pthread_create(&t, NULL, mail_owner_main, &o), 0);
+    cr_assert_eq(pthread_create(&t, NULL, remote_owner_main, &o), 0);
     pthread_barrier_wait(&allocated);
     for (unsigned i = 0; i < n; i++)
         free(ps[i]);
@@ -640,16 +640,14 @@ static void mailed_objects_drain(bool owner_exits)
     pthread_barrier_wait(&freed);
     if (owner_exits)
         cr_assert_eq(pthread_join(t, NULL), 0);
-    size_t mailed = bin_curregs(x, bin);
-    cr_assert_geq(mailed, base + n / 2, "the remote frees did not wait in the mailbox (curregs %zu -> %zu)", base,
-                  mailed);
+    size_t pending = bin_curregs(x, bin);
+    cr_assert_geq(pending, base + n / 2, "the remote frees did not wait on their slabs (curregs %zu -> %zu)", base,
+                  pending);
     ctl_do("arena.%zu.decay", x);
-    if (!owner_exits)
-        ctl_do("arena.%zu.decay", x); /* the second tick sees the mailbox did not move */
     size_t after = bin_curregs(x, bin);
-    cr_log_info("mailbox (owner %s): curregs %zu, %zu with the mail, %zu after decay",
-                owner_exits ? "gone" : "idle", base, mailed, after);
-    cr_assert_leq(after, base + n / 10, "%s owner: %zu mailed objects still held after decay",
+    cr_log_info("remote frees (owner %s): curregs %zu, %zu with them pending, %zu after decay",
+                owner_exits ? "gone" : "idle", base, pending, after);
+    cr_assert_leq(after, base + n / 10, "%s owner: %zu remotely freed objects still held after decay",
                   owner_exits ? "exited" : "idle", after - base);
     if (!owner_exits) {
         pthread_barrier_wait(&release);
@@ -660,8 +658,8 @@ static void mailed_objects_drain(bool owner_exits)
     pthread_barrier_destroy(&release);
 }
 
-Test(decay, mailed_objects_drain_when_the_owner_is_gone) { mailed_objects_drain(true); }
-Test(decay, mailed_objects_drain_when_the_owner_is_idle) { mailed_objects_drain(false); }
+Test(decay, remote_frees_are_collected_when_the_owner_is_gone) { remote_frees_are_collected(true); }
+Test(decay, remote_frees_are_collected_when_the_owner_is_idle) { remote_frees_are_collected(false); }
 
 /* ---------------------------------------------------------------------
  * Contents after purging and reuse.

@@ -9,8 +9,10 @@
 #include <math.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <signal.h>
 
 #include "core/core.h"
+#include "myalloc.h"
 #include "tcache/tcache.h"
 #include "test_util.h"
 
@@ -506,6 +508,117 @@ Test(tcache, thread_exit_flushes_its_cache)
     size_t now = r.arena->bins[r.ind].stats.curregs;
     cr_assert_eq(now, r.curregs_before, "after the thread exited %zu regions are in use, %zu before it ran", now,
                  r.curregs_before);
+}
+
+/* ---------------------------------------------------------------------
+ * Remote frees: objects of another arena's slabs.
+ */
+
+#define REMOTE_N 16
+
+typedef struct {
+    unsigned arena;
+    void *small[REMOTE_N], *lines[REMOTE_N];
+    pthread_barrier_t allocated, release;
+} remote_owner_t;
+
+static void *remote_owner_main(void *arg)
+{
+    remote_owner_t *o = arg;
+    cr_assert_eq(mallctl("thread.arena", NULL, NULL, &o->arena, sizeof(o->arena)), 0);
+    for (int i = 0; i < REMOTE_N; i++) {
+        o->small[i] = malloc(96);  /* shares cache lines with its neighbours */
+        o->lines[i] = malloc(128); /* two whole cache lines of its own */
+    }
+    cr_assert_eq(mallctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
+    pthread_barrier_wait(&o->allocated);
+    pthread_barrier_wait(&o->release); /* alive (its arena has a thread) until told */
+    return NULL;
+}
+
+static bool in_list(void *p, void **list, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (list[i] == p)
+            return true;
+    return false;
+}
+
+/* An object another arena's thread allocated goes home when freed here,
+ * onto its slab's remote list (still in use for the bin until collected),
+ * unless its class is made of whole cache lines: those this thread caches
+ * and reuses (no line is shared with another thread either way). The next
+ * fill of the owner's bin, or a decay tick, collects the rest. */
+Test(tcache, remote_frees_go_home_unless_objects_own_their_cache_lines)
+{
+    unsigned home = tsd_arena(tsd)->ind, narenas = 0;
+    size_t sz = sizeof(narenas);
+    cr_assert_eq(mallctl("arenas.narenas", &narenas, &sz, NULL, 0), 0);
+    cr_assert_geq(narenas, 2);
+    remote_owner_t o = {.arena = (home + 1) % narenas};
+    pthread_barrier_init(&o.allocated, NULL, 2);
+    pthread_barrier_init(&o.release, NULL, 2);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, remote_owner_main, &o), 0);
+    pthread_barrier_wait(&o.allocated);
+
+    unsigned i96 = sc_size2index(96), i128 = sc_size2index(128);
+    arena_t *owner = arenas[o.arena];
+    bin_t *bin96 = &owner->bins[i96];
+    size_t curregs0 = bin96->stats.curregs;
+    unsigned c96 = ncached(i96), c128 = ncached(i128);
+    for (int i = 0; i < REMOTE_N; i++) {
+        free(o.small[i]);
+        free(o.lines[i]);
+    }
+    cr_assert_eq(ncached(i96), c96, "96-byte objects of another arena were cached here");
+    cr_assert_eq(ncached(i128), c128 + REMOTE_N, "128-byte objects of another arena: %u cached, %u expected",
+                 ncached(i128) - c128, REMOTE_N);
+    cr_assert_not_null(ma_load_relaxed(&bin96->remote_slabs), "the owner's bin was not told of remote frees");
+    cr_assert_eq(bin96->stats.curregs, curregs0, "remote frees count as in use until collected");
+
+    /* Allocating here: the line-sized objects come back (LIFO), the others
+     * never do. */
+    void *mine96[REMOTE_N], *mine128[REMOTE_N];
+    for (int i = 0; i < REMOTE_N; i++) {
+        mine96[i] = malloc(96);
+        mine128[i] = malloc(128);
+        cr_assert(!in_list(mine96[i], o.small, REMOTE_N), "a 96-byte object of the other arena was handed out here");
+    }
+    cr_assert_eq(mine128[0], o.lines[REMOTE_N - 1]);
+    for (int i = 0; i < REMOTE_N; i++)
+        cr_assert(in_list(mine128[i], o.lines, REMOTE_N), "128-byte object %d was not reused from this cache", i);
+
+    /* A decay tick of the owner's arena collects the remote list. */
+    arena_decay(owner, decay_now_ns(), 0);
+    cr_assert_null(ma_load_relaxed(&bin96->remote_slabs));
+    cr_assert_eq(bin96->stats.curregs, curregs0 - REMOTE_N, "curregs %zu after collecting, %zu before the frees",
+                 bin96->stats.curregs, curregs0);
+
+    pthread_barrier_wait(&o.release);
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    for (int i = 0; i < REMOTE_N; i++) {
+        free(mine96[i]);
+        free(mine128[i]);
+    }
+}
+
+/* A remote list made circular by a double free is caught when collected. */
+Test(tcache, a_double_remote_free_is_caught_when_collected, .exit_code = 0, .signal = SIGABRT)
+{
+    unsigned home = tsd_arena(tsd)->ind, narenas = 0;
+    size_t sz = sizeof(narenas);
+    cr_assert_eq(mallctl("arenas.narenas", &narenas, &sz, NULL, 0), 0);
+    remote_owner_t o = {.arena = (home + 1) % narenas};
+    pthread_barrier_init(&o.allocated, NULL, 2);
+    pthread_barrier_init(&o.release, NULL, 2);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, remote_owner_main, &o), 0);
+    pthread_barrier_wait(&o.allocated);
+    free(o.small[0]);
+    free(o.small[1]);
+    free(o.small[0]);
+    arena_decay(arenas[o.arena], decay_now_ns(), 0);
 }
 
 /* ---------------------------------------------------------------------

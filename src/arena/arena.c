@@ -105,45 +105,16 @@ static extent_t *arena_slab_new(arena_t *a, unsigned binind)
     return slab;
 }
 
-bool arena_bin_mail(arena_t *a, unsigned binind, void *first, void *last, unsigned n)
-{
-    bin_t *bin = &a->bins[binind];
-    size_t max = MA_MAX(BIN_MAILBOX_BYTES / sc_bin_info[binind].reg_size, 64);
-    if (ma_load_relaxed(&a->nthreads) == 0 || ma_load_relaxed(&bin->nmailbox) + n > max)
-        return false;
-    void *old = ma_load_relaxed(&bin->mailbox);
-    do {
-        *(void **)last = old;
-    } while (!__atomic_compare_exchange_n(&bin->mailbox, &old, first, true, __ATOMIC_RELEASE,
-                                          __ATOMIC_RELAXED));
-    ma_fetch_add(&bin->nmailbox, n);
-    return true;
-}
-
-/* Under the bin lock, with recycled empty: the mailbox's chains become
- * recycled, no walk needed. (The count is taken with the list; a pusher
- * between its CAS and its count only overstates the next count a little.) */
-static void bin_take_mail(bin_t *bin)
-{
-    bin->recycled = __atomic_exchange_n(&bin->mailbox, NULL, __ATOMIC_ACQUIRE);
-    bin->nrecycled = __atomic_exchange_n(&bin->nmailbox, 0, __ATOMIC_RELAXED);
-}
+static void bin_collect_remote_locked(bin_t *bin, unsigned binind);
 
 unsigned arena_fill_small(arena_t *a, unsigned binind, void **out, unsigned n)
 {
     bin_t *bin = &a->bins[binind];
     unsigned got = 0;
     ma_mutex_lock(&bin->lock);
-    /* Objects other threads handed back first: no bitmap work at all. */
-    if (bin->recycled == NULL && ma_load_relaxed(&bin->mailbox) != NULL)
-        bin_take_mail(bin);
-    while (got < n && bin->recycled != NULL) {
-        void *p = bin->recycled;
-        bin->recycled = *(void **)p;
-        out[got++] = p;
-    }
-    bin->nrecycled -= got;
-    unsigned from_mail = got;
+    /* What other threads freed first: it refills the slabs we take from. */
+    if (ma_load_relaxed(&bin->remote_slabs) != NULL)
+        bin_collect_remote_locked(bin, binind);
     while (got < n) {
         extent_t *slab = bin->slabcur;
         if (slab == NULL || slab->nfree == 0) {
@@ -167,23 +138,20 @@ unsigned arena_fill_small(arena_t *a, unsigned binind, void **out, unsigned n)
         }
         got += slab_alloc_batch(slab, binind, out + got, n - got);
     }
-    bin->stats.nmalloc += got - from_mail;
-    bin->stats.curregs += got - from_mail;
+    bin->stats.nmalloc += got;
+    bin->stats.curregs += got;
     bin->stats.nfills++;
     ma_mutex_unlock(&bin->lock);
     return got;
 }
 
-static void bin_dalloc_locked(bin_t *bin, unsigned binind, extent_t *slab, void *ptr)
+/* Under the bin lock, after regions of slab were freed (it had old_nfree
+ * free regions before): move it to the heap of its new fullness, or give
+ * it back to the pool when it is entirely free (unless it is slabcur). */
+static void bin_slab_freed_locked(bin_t *bin, unsigned binind, extent_t *slab, unsigned old_nfree)
 {
-    long idx = slab_region_index(slab, binind, ptr);
-    if (unlikely(idx < 0))
-        ma_fatal("free(): invalid pointer %p (not the start of an allocation)", ptr);
     const unsigned nregs = sc_bin_info[binind].nregs;
-    unsigned old_nfree = slab->nfree;
-    if (unlikely(!slab_free_region(slab, (unsigned)idx)))
-        ma_fatal("free(): double free of %p", ptr);
-    if (slab == bin->slabcur)
+    if (slab == bin->slabcur || slab->nfree == old_nfree)
         return;
     bool was_listed = old_nfree != 0;
     if (slab->nfree == nregs) {
@@ -200,6 +168,76 @@ static void bin_dalloc_locked(bin_t *bin, unsigned binind, extent_t *slab, void 
         extent_heap_remove(&bin->nonfull[bin_bucket(old_nfree, nregs)], slab);
         extent_heap_insert(&bin->nonfull[bin_bucket(slab->nfree, nregs)], slab);
     }
+}
+
+MA_INLINE void slab_free_checked(extent_t *slab, unsigned binind, void *ptr)
+{
+    long idx = slab_region_index(slab, binind, ptr);
+    if (unlikely(idx < 0))
+        ma_fatal("free(): invalid pointer %p (not the start of an allocation)", ptr);
+    if (unlikely(!slab_free_region(slab, (unsigned)idx)))
+        ma_fatal("free(): double free of %p", ptr);
+}
+
+static void bin_dalloc_locked(bin_t *bin, unsigned binind, extent_t *slab, void *ptr)
+{
+    unsigned old_nfree = slab->nfree;
+    slab_free_checked(slab, binind, ptr);
+    bin_slab_freed_locked(bin, binind, slab, old_nfree);
+}
+
+/* ---------------------------------------------------------------------
+ * Remote frees: see bin_t.
+ */
+
+void arena_dalloc_remote(extent_t *slab, unsigned binind, void *ptr)
+{
+    arena_t *a = arenas[slab->arena_ind];
+    if (unlikely(ma_load_relaxed(&a->nthreads) == 0)) {
+        /* Nobody to collect them soon: straight to the slab. */
+        arena_dalloc_small_batch(binind, &ptr, &slab, 1);
+        return;
+    }
+    void *old = ma_load_relaxed(&slab->remote_head);
+    do {
+        *(void **)ptr = old;
+    } while (!__atomic_compare_exchange_n(&slab->remote_head, &old, ptr, true, __ATOMIC_RELEASE,
+                                          __ATOMIC_RELAXED));
+    if (old != NULL)
+        return;
+    /* The list was empty: this free announces the slab to its bin. */
+    bin_t *bin = &a->bins[binind];
+    extent_t *top = ma_load_relaxed(&bin->remote_slabs);
+    do {
+        slab->remote_next = top;
+    } while (!__atomic_compare_exchange_n(&bin->remote_slabs, &top, slab, true, __ATOMIC_RELEASE,
+                                          __ATOMIC_RELAXED));
+}
+
+/* Under the bin lock: every announced slab's remote list goes into its
+ * bitmap. A slab's link is read before its list is detached: from then on
+ * a new remote free may announce it again (rewriting the link). Each
+ * object is checked like any free, which also stops a list made circular
+ * by a double free (its second visit finds the region free). */
+static void bin_collect_remote_locked(bin_t *bin, unsigned binind)
+{
+    extent_t *slab = __atomic_exchange_n(&bin->remote_slabs, NULL, __ATOMIC_ACQUIRE);
+    size_t n = 0;
+    while (slab != NULL) {
+        extent_t *next = slab->remote_next;
+        void *p = __atomic_exchange_n(&slab->remote_head, NULL, __ATOMIC_ACQ_REL);
+        unsigned old_nfree = slab->nfree;
+        while (p != NULL) {
+            void *link = *(void **)p;
+            slab_free_checked(slab, binind, p);
+            n++;
+            p = link;
+        }
+        bin_slab_freed_locked(bin, binind, slab, old_nfree);
+        slab = next;
+    }
+    bin->stats.ndalloc += n;
+    bin->stats.curregs -= n;
 }
 
 void arena_dalloc_small_batch(unsigned binind, void **ptrs, extent_t **slabs, unsigned n)
@@ -301,28 +339,6 @@ bool arena_ralloc_large_in_place(extent_t *e, size_t new_usize, bool zero)
     return ok;
 }
 
-/* Under the bin lock: every object waiting in recycled or the mailbox goes
- * back to its slab. */
-static void bin_drain_locked(bin_t *bin, unsigned binind)
-{
-    size_t drained = 0;
-    for (;;) {
-        while (bin->recycled != NULL) {
-            void *p = bin->recycled;
-            bin->recycled = *(void **)p;
-            extent_t *slab = rtree_elm_extent(rtree_lookup((uintptr_t)p));
-            bin_dalloc_locked(bin, binind, slab, p);
-            drained++;
-        }
-        if (ma_load_relaxed(&bin->mailbox) == NULL)
-            break;
-        bin_take_mail(bin);
-    }
-    bin->nrecycled = 0;
-    bin->stats.ndalloc += drained;
-    bin->stats.curregs -= drained;
-}
-
 /* Under the bin lock: an entirely free current slab goes back to the pool
  * (dirty: its pages then decay like any other). */
 static void bin_release_empty_slabcur(bin_t *bin, unsigned binind)
@@ -337,13 +353,13 @@ static void bin_release_empty_slabcur(bin_t *bin, unsigned binind)
 
 /* Each bin keeps its current slab even when empty (so an alloc/free cycle
  * does not make and unmake a slab); a purge gives those back too, after
- * returning the mailbox's objects to their slabs. */
+ * collecting what other threads freed. */
 static void arena_release_empty_slabs(arena_t *a)
 {
     for (unsigned b = 0; b < SC_NBINS; b++) {
         bin_t *bin = &a->bins[b];
         ma_mutex_lock(&bin->lock);
-        bin_drain_locked(bin, b);
+        bin_collect_remote_locked(bin, b);
         bin_release_empty_slabcur(bin, b);
         ma_mutex_unlock(&bin->lock);
     }
@@ -357,34 +373,14 @@ size_t arena_purge(arena_t *a)
 
 /*
  * Decay's part of the above, for what nobody is going to use soon:
- * - a current slab found entirely free at a decay tick goes back to the
- *   pool, so an arena does not keep one idle slab per bin forever (tens of
- *   MiB per arena with 64 KiB pages);
- * - objects other threads mailed back are drained into their slabs when
- *   the arena has no thread left, or when neither the mailbox nor the
- *   recycled list moved since the previous tick (the owner is idle): else
- *   they would pin their slabs indefinitely.
- * The checks are unlocked peeks (the lists' heads are only compared, never
- * followed), redone under the lock.
+ * - objects other threads freed are collected into their slabs (the work
+ *   the owner's next fill would do), so an owner that went idle or exited
+ *   does not leave them pinning their slabs;
+ * - a current slab found entirely free goes back to the pool, so an arena
+ *   does not keep one idle slab per bin forever (tens of MiB per arena
+ *   with 64 KiB pages).
+ * Both are checked with unlocked peeks first, redone under the lock.
  */
-static bool bin_mail_is_stale(arena_t *a, bin_t *bin)
-{
-    void *mail = ma_load_relaxed(&bin->mailbox), *rec = ma_load_relaxed(&bin->recycled);
-    if (mail == NULL && rec == NULL) {
-        if (ma_load_relaxed(&bin->decay_seen_mail) != NULL || ma_load_relaxed(&bin->decay_seen_recycled) != NULL) {
-            ma_store_relaxed(&bin->decay_seen_mail, NULL);
-            ma_store_relaxed(&bin->decay_seen_recycled, NULL);
-        }
-        return false;
-    }
-    bool stale = ma_load_relaxed(&a->nthreads) == 0 ||
-                 (mail == ma_load_relaxed(&bin->decay_seen_mail) &&
-                  rec == ma_load_relaxed(&bin->decay_seen_recycled));
-    ma_store_relaxed(&bin->decay_seen_mail, mail);
-    ma_store_relaxed(&bin->decay_seen_recycled, rec);
-    return stale;
-}
-
 size_t arena_decay(arena_t *a, uint64_t now_ns, size_t max_pages)
 {
     for (unsigned b = 0; b < SC_NBINS; b++) {
@@ -392,12 +388,11 @@ size_t arena_decay(arena_t *a, uint64_t now_ns, size_t max_pages)
         const unsigned nregs = sc_bin_info[b].nregs;
         extent_t *slab = ma_load_relaxed(&bin->slabcur);
         bool slab_idle = slab != NULL && ma_load_relaxed(&slab->nfree) == nregs;
-        bool mail_stale = bin_mail_is_stale(a, bin);
-        if (!slab_idle && !mail_stale)
+        bool remote = ma_load_relaxed(&bin->remote_slabs) != NULL;
+        if (!slab_idle && !remote)
             continue;
         ma_mutex_lock(&bin->lock);
-        if (mail_stale)
-            bin_drain_locked(bin, b);
+        bin_collect_remote_locked(bin, b);
         bin_release_empty_slabcur(bin, b);
         ma_mutex_unlock(&bin->lock);
     }

@@ -35,12 +35,17 @@ typedef struct bin_stats {
  * slabs are in no structure; a slab that becomes entirely free and is not
  * slabcur is returned to the pool at once.
  *
- * The mailbox: objects of this bin freed by threads of other arenas come
- * back in chains (linked through their first word) pushed without the lock
- * (one CAS per chain); fills take whole chains into `recycled` (under the
- * lock) and hand those out before touching a slab. Mailbox and recycled
- * objects are still allocated as far as the slabs and curregs are
- * concerned (like objects in a thread cache); purging drains them back.
+ * Remote frees: an object of this bin freed by a thread of another arena
+ * goes back to its own slab's remote list (pushed without the lock, one
+ * CAS, as in mimalloc's thread-free lists); the free that finds the list
+ * empty also pushes the slab onto remote_slabs. Whoever next takes the lock
+ * to fill (or a decay tick, or a purge) detaches remote_slabs with one
+ * exchange and returns those lists to the bitmaps. Until then such objects
+ * still count as allocated (in curregs and in their slab's nfree, like
+ * objects in a thread cache), so a slab on remote_slabs is never entirely
+ * free and is never given back while announced. Objects thus always return
+ * to their owner's slabs: no thread hands out an object next to another
+ * thread's objects.
  */
 #define BIN_NBUCKETS 4   /* fullness classes of non-full slabs */
 
@@ -55,17 +60,11 @@ typedef struct bin {
     ma_mutex_t lock;
     extent_t *slabcur;
     extent_heap_t nonfull[BIN_NBUCKETS];
-    void *recycled;
-    size_t nrecycled;
     bin_stats_t stats;
-    void *mailbox MA_ALIGNED(MA_CACHELINE); /* written by other threads */
-    size_t nmailbox;
-    /* The heads of mailbox and recycled at the last decay tick: unchanged
-     * at the next one means nobody is consuming them (see arena_decay). */
-    void *decay_seen_mail, *decay_seen_recycled;
+    /* Slabs with a non-empty remote list, linked through remote_next
+     * (pushed by other threads without the lock; detached under it). */
+    extent_t *remote_slabs MA_ALIGNED(MA_CACHELINE);
 } MA_ALIGNED(MA_CACHELINE) bin_t;
-
-#define BIN_MAILBOX_BYTES ((size_t)16 << 10) /* beyond, remote frees go to the slabs */
 
 typedef struct large_stats {
     uint64_t nmalloc, ndalloc, nrequests;
@@ -106,18 +105,17 @@ void arena_dalloc_large(extent_t *e);
 /* Resize a large allocation in place to new_usize (a large class). */
 bool arena_ralloc_large_in_place(extent_t *e, size_t new_usize, bool zero);
 
-/* Hand back n objects of class binind of arena a chained first..last
- * (through their first word; last's link is set here), freed by a thread
- * of another arena. False, with nothing done, when a's mailbox is full or
- * a has no thread to use them: then they go to their slabs instead. */
-bool arena_bin_mail(arena_t *a, unsigned binind, void *first, void *last, unsigned n);
+/* Free a small object of class binind whose slab belongs to another
+ * arena than the calling thread's: onto the slab's remote list (no lock),
+ * or to the slab at once when its arena has no thread left. */
+void arena_dalloc_remote(extent_t *slab, unsigned binind, void *ptr);
 
 /* Record a request served from a thread cache (stats only). */
 void arena_bin_count_requests(arena_t *a, unsigned binind, uint64_t n);
 
 size_t arena_purge(arena_t *a);
-/* A decay tick (extent_decay, at most max_pages), which also gives back
- * bins' current slabs that are entirely free. */
+/* A decay tick (extent_decay, at most max_pages), which also collects
+ * remote frees and gives back bins' current slabs that are entirely free. */
 size_t arena_decay(arena_t *a, uint64_t now_ns, size_t max_pages);
 
 void arena_prefork(void);

@@ -70,6 +70,11 @@ typedef struct extent {
     struct extent *lru_prev, *lru_next;
     uint64_t lru_time;          /* when it entered its set (ns, for decay) */
     void *prof;                 /* the profiler's record of a sampled object */
+    /* Slab: objects freed by threads of other arenas, linked through their
+     * first word (pushed with a CAS), and the link in the bin's
+     * remote_slabs while that list is non-empty (see bin_t). */
+    void *remote_head;
+    struct extent *remote_next;
     uint64_t bitmap[SLAB_BITMAP_WORDS];
 } MA_ALIGNED(64) extent_t;
 

@@ -147,10 +147,16 @@ static void dalloc_elm(tsd_t *tsd, void *p, rtree_elm_t elm, int flags)
         return;
     }
     bool cached = tsd_nominal(tsd) && tcache_serves(tsd, ind) && !(flags & MA_FLAG_TCACHE_NONE);
-    if (cached && (elm & RTREE_SLAB) && e->arena_ind != tsd->arena->ind) {
-        /* Another arena's object: it goes home, not into this cache (where
-         * it would be handed out again next to its owner's objects). */
-        tcache_remote_push(tsd, p, e);
+    size_t usize = sc_index2size(ind);
+    if ((elm & RTREE_SLAB) && tsd->arena != NULL && e->arena_ind != tsd->arena->ind &&
+        (!cached || (usize & (MA_CACHELINE - 1)) != 0)) {
+        /* Another arena's object that shares cache lines with its
+         * neighbours: it goes home, not into this cache, where it would be
+         * handed out again next to its owner's objects (false sharing).
+         * Objects of whole cache lines (sizes multiple of 64 in slabs that
+         * start on a page) share no line with anyone: those this thread
+         * reuses, while they are hot in its cache. */
+        arena_dalloc_remote(e, ind, p);
     } else if (cached) {
         if (!cache_bin_push_fast(&tsd->bins[ind], p))
             tcache_dalloc_hard(tsd, ind, p);
@@ -159,7 +165,7 @@ static void dalloc_elm(tsd_t *tsd, void *p, rtree_elm_t elm, int flags)
     } else {
         arena_dalloc_large(e);
     }
-    tsd->thread_deallocated += sc_index2size(ind);
+    tsd->thread_deallocated += usize;
 }
 
 static void dalloc(void *p, int flags, const char *func)

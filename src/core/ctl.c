@@ -182,7 +182,8 @@ static int h_thread_tcache_flush(ctl_req_t *r, ctl_val_t *out)
 }
 
 /* thread.idle: the thread will not allocate for a while: give back what it
- * holds (its cache, its remote frees) and let its arena purge on time. */
+ * holds (its cache), collect what others freed into its arena and let the
+ * arena purge on time. */
 static int h_thread_idle(ctl_req_t *r, ctl_val_t *out)
 {
     (void)r;

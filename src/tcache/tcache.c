@@ -135,61 +135,8 @@ bool tcache_init(tsd_t *tsd)
     if (tsd->stack_block == NULL)
         return true; /* no cache, still a working thread */
     tsd->tcache_enabled = true;
-    for (unsigned i = 0; i < TCACHE_REMOTE_SLOTS; i++)
-        tsd->remote[i].arena = UINT32_MAX;
     bins_enable(tsd);
     return true;
-}
-
-/* Send one slot's chain home: into the owner bin's mailbox (no lock), or,
- * when that is full or the arena has no thread left, to the slabs. */
-static void remote_send(struct remote_slot *rs)
-{
-    if (rs->n == 0)
-        return;
-    arena_t *a = arenas[rs->arena];
-    unsigned ind = rs->szind;
-    if (!arena_bin_mail(a, ind, rs->head, rs->tail, rs->n)) {
-        void *ptrs[TCACHE_REMOTE_CHAIN];
-        extent_t *slabs[TCACHE_REMOTE_CHAIN];
-        unsigned k = 0;
-        for (void *p = rs->head; k < rs->n; p = *(void **)p) {
-            rtree_elm_t elm = rtree_lookup((uintptr_t)p);
-            if (unlikely(!(elm & RTREE_SLAB) || rtree_elm_szind(elm) != ind))
-                ma_fatal("free(): double free or invalid pointer %p", p);
-            ptrs[k] = p;
-            slabs[k] = rtree_elm_extent(elm);
-            k++;
-        }
-        arena_dalloc_small_batch(ind, ptrs, slabs, k);
-    }
-    rs->n = 0;
-    rs->head = rs->tail = NULL;
-    rs->arena = UINT32_MAX;
-}
-
-void tcache_remote_push(tsd_t *tsd, void *p, extent_t *slab)
-{
-    uint32_t arena = slab->arena_ind, szind = slab->szind;
-    struct remote_slot *rs = &tsd->remote[(arena * 7 + szind) % TCACHE_REMOTE_SLOTS];
-    if (rs->arena != arena || rs->szind != szind) {
-        remote_send(rs);
-        rs->arena = arena;
-        rs->szind = szind;
-    }
-    /* Chains grow at the head, linked through the freed objects. */
-    *(void **)p = rs->head;
-    if (rs->n == 0)
-        rs->tail = p;
-    rs->head = p;
-    if (++rs->n == TCACHE_REMOTE_CHAIN)
-        remote_send(rs);
-}
-
-void tcache_remote_flush(tsd_t *tsd)
-{
-    for (unsigned i = 0; i < TCACHE_REMOTE_SLOTS; i++)
-        remote_send(&tsd->remote[i]);
 }
 
 /* Flush the nflush oldest items of bin ind (those next to `empty`). */
@@ -325,14 +272,12 @@ void tcache_gc_step(tsd_t *tsd)
     tsd->flushed[ind] = 0;
     b->low_water = cache_bin_bits(b->head);
     bin_merge_requests(tsd, ind);
-    tcache_remote_flush(tsd);
 }
 
 void tcache_flush(tsd_t *tsd)
 {
     if (!tsd->tcache_enabled)
         return;
-    tcache_remote_flush(tsd);
     for (unsigned i = 0; i < tsd->tcache_nbins; i++) {
         bin_flush_oldest(tsd, i, cache_bin_ncached(&tsd->bins[i]));
         bin_merge_requests(tsd, i);

@@ -30,7 +30,6 @@
 #define TCACHE_NSLOTS_LARGE      20
 #define TCACHE_BIN_BYTES         ((size_t)64 << 10)
 #define TCACHE_FLUSH_BATCH       256   /* objects per arena call when flushing */
-#define TCACHE_REMOTE_CHAIN      64    /* remote frees per chain sent home */
 #define TCACHE_THREAD_BYTES      ((size_t)512 << 10) /* growth budget of a thread's bins */
 
 /* Options (set before tcache_boot). */
@@ -53,11 +52,6 @@ void *tcache_alloc_hard(tsd_t *tsd, unsigned ind);
 /* Push p into bin ind after a fast-path miss (flushing half when full). */
 void tcache_dalloc_hard(tsd_t *tsd, unsigned ind, void *p);
 
-/* A small object of another arena, freed by this thread: buffered (never
- * handed out here) and returned to its arena in batches. */
-void tcache_remote_push(tsd_t *tsd, void *p, extent_t *slab);
-/* Send every buffered remote chain home. */
-void tcache_remote_flush(tsd_t *tsd);
 
 /* Add this thread's cache-hit counts to its arena's statistics. */
 void tcache_merge_stats(tsd_t *tsd);

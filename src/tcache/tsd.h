@@ -11,7 +11,6 @@
 #include "cache_bin.h"
 #include "te.h"
 
-#define TCACHE_REMOTE_SLOTS 16
 
 /* Thread caches serve classes up to this size at most (tcache_max's cap). */
 #define TCACHE_MAXCLASS_LIMIT ((size_t)8 << 20)
@@ -41,7 +40,7 @@ enum tsd_state {
  * - bin_none is never written: zero, so (uint16)head == full, always full.
  * - fastmap / fastmap_npages are those of `arena` (0 while there is none), so
  *   free's fast path caches only objects of this thread's own arena; the
- *   others (remote frees) go back to their arena through remote[].
+ *   others (remote frees) go back to their own slabs (arena_dalloc_remote).
  */
 typedef struct tsd {
     /* --- fast line --- */
@@ -70,13 +69,6 @@ typedef struct tsd {
     uint8_t lg_fill_div[TCACHE_NBINS_LIMIT];
     uint8_t ran_empty[TCACHE_NBINS_LIMIT];  /* refilled since the last GC step */
     uint8_t flushed[TCACHE_NBINS_LIMIT];    /* overflowed since the last GC step */
-    /* Remote frees on their way home: chains, linked through the objects,
-     * one per (arena, class) slot, direct-mapped (tcache.c). */
-    struct remote_slot {
-        uint32_t arena, szind;   /* arena UINT32_MAX: empty */
-        uint32_t n;
-        void *head, *tail;
-    } remote[TCACHE_REMOTE_SLOTS];
     size_t cap_bytes;           /* sum over bins of capacity x size */
     void *prof;                 /* the profiler's per-thread record */
     bool prof_thread_active;
