@@ -41,6 +41,10 @@
  * 2-core machine can deschedule the test for a while). */
 #define DECAY_SLACK_MS 5000
 
+/* Several arenas whatever the machine (the default is one per CPU): some
+ * tests need an arena of their own or objects of another arena. */
+const char *malloc_conf = "narenas:4";
+
 static void init_allocator(void) { free(malloc(1)); }
 
 TestSuite(decay, .init = init_allocator, .timeout = 120);

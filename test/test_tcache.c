@@ -16,6 +16,10 @@
 #include "tcache/tcache.h"
 #include "test_util.h"
 
+/* Several arenas whatever the machine (the default is one per CPU): some
+ * tests need an arena of their own or objects of another arena. */
+const char *malloc_conf = "narenas:4";
+
 static tsd_t *tsd;
 
 static void setup(void)
