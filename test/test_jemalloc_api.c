@@ -393,16 +393,19 @@ Test(jemalloc_api, rallocx_zero_zeroes_the_grown_part)
 Test(jemalloc_api, rallocx_zero_in_place_growth_into_dirty_pages)
 {
     const size_t L = SC_LARGE_MINCLASS;
-    /* a and b adjacent large objects (fresh, from the same run). */
-    int tries = 0, in_place = 0;
+    /* a and b adjacent large objects. A pair that is not adjacent (a took a
+     * free extent that fits it exactly) is kept until the end, so that the
+     * next pairs come from elsewhere, eventually from fresh memory. */
+    int tries = 0, in_place = 0, nkept = 0;
+    void *kept[100];
     for (; tries < 50 && in_place < 5; tries++) {
         unsigned char *a = mallocx(4 * L, MALLOCX_TCACHE_NONE);
         unsigned char *b = mallocx(4 * L, MALLOCX_TCACHE_NONE);
         memset(a, 0x11, 4 * L);
         memset(b, 0x77, 4 * L);
         if (b != a + 4 * L) {
-            dallocx(a, MALLOCX_TCACHE_NONE);
-            dallocx(b, MALLOCX_TCACHE_NONE);
+            kept[nkept++] = a;
+            kept[nkept++] = b;
             continue;
         }
         dallocx(b, MALLOCX_TCACHE_NONE); /* its pages stay dirty: 0x77 */
@@ -415,6 +418,8 @@ Test(jemalloc_api, rallocx_zero_in_place_growth_into_dirty_pages)
         cr_assert(all_zero(q, 4 * L, sallocx(q, 0)), "in-place growth with MALLOCX_ZERO left dirty bytes");
         dallocx(q, 0);
     }
+    for (int i = 0; i < nkept; i++)
+        dallocx(kept[i], MALLOCX_TCACHE_NONE);
     cr_assert_gt(in_place, 0, "no in-place growth happened in %d tries", tries);
 }
 

@@ -136,21 +136,27 @@ Test(sizeclass, classes_strictly_increase_and_the_spacing_is_right)
     }
 }
 
-Test(sizeclass, small_classes_are_below_ngroup_pages_and_large_are_page_multiples)
+/* Small: below 2^(LG_PAGE + LG_NGROUP) (jemalloc's bound, 4 pages by
+ * default) or up to 32 KiB, whichever reaches further; large classes are
+ * whole pages. */
+static bool is_small_size(size_t s)
 {
-    const size_t limit = (size_t)1 << (SC_LG_PAGE + SC_LG_NGROUP);
+    return s < ((size_t)1 << (SC_LG_PAGE + SC_LG_NGROUP)) || s <= ((size_t)32 << 10);
+}
+
+Test(sizeclass, small_classes_reach_32k_or_ngroup_pages_and_large_are_page_multiples)
+{
     for (unsigned i = 0; i < SC_NSIZES; i++) {
         size_t s = sc_index2size(i);
         if (i < SC_NBINS)
-            cr_assert_lt(s, limit, "small class %u = %zu", i, s);
+            cr_assert(is_small_size(s), "small class %u = %zu", i, s);
         else {
-            cr_assert_geq(s, limit, "large class %u = %zu", i, s);
+            cr_assert(!is_small_size(s), "large class %u = %zu", i, s);
             cr_assert_eq(s % PAGE, 0, "large class %zu is not a multiple of PAGE", s);
         }
     }
     cr_assert_eq(SC_SMALL_MAXCLASS, sc_index2size(SC_NBINS - 1));
     cr_assert_eq(SC_LARGE_MINCLASS, sc_index2size(SC_NBINS));
-    cr_assert_eq(SC_LARGE_MINCLASS, limit);
     cr_assert_eq(sc_usize_by_ind1[0], 0);
     for (unsigned i = 0; i < SC_NBINS; i++)
         cr_assert_eq(sc_usize_by_ind1[i + 1], sc_index2size(i));
@@ -322,11 +328,19 @@ Test(sizeclass, slab_geometry_per_bin)
         const sc_bin_info_t *bi = &sc_bin_info[b];
         size_t reg = bi->reg_size;
         cr_assert_eq(reg, sc_index2size(b), "bin %u region size", b);
-        /* The fewest pages that hold a whole number of regions. */
+        /* The fewest pages that hold a whole number of regions; for classes
+         * past jemalloc's small ones (from 2^(LG_PAGE + LG_NGROUP)), times
+         * the smallest k that makes at least 4 regions while the slab stays
+         * within 128 KiB (k = 1 when even 2 would not). */
         unsigned pages = 1;
         while ((pages * PAGE) % reg != 0)
             pages++;
-        cr_assert_eq(bi->slab_pages, pages, "bin %u (%zu): slab_pages %u, fewest is %u", b, reg,
+        unsigned regs = (unsigned)(pages * PAGE / reg), grow = 1;
+        bool extended = reg >= ((size_t)1 << (SC_LG_PAGE + SC_LG_NGROUP));
+        while (extended && regs * grow < 4 && (size_t)pages * (grow + 1) * PAGE <= ((size_t)128 << 10))
+            grow++;
+        pages *= grow;
+        cr_assert_eq(bi->slab_pages, pages, "bin %u (%zu): slab_pages %u, expected %u", b, reg,
                      bi->slab_pages, pages);
         cr_assert_eq((size_t)bi->nregs * reg, (size_t)bi->slab_pages * PAGE, "bin %u", b);
         cr_assert_geq(bi->nregs, 1);
