@@ -41,7 +41,7 @@
  * 2-core machine can deschedule the test for a while). */
 #define DECAY_SLACK_MS 5000
 
-/* Several arenas whatever the machine (the default is one per CPU): some
+/* Several arenas whatever the machine (the default is 4 per CPU): some
  * tests need an arena of their own or objects of another arena. */
 const char *malloc_conf = "narenas:4";
 

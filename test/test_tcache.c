@@ -16,7 +16,7 @@
 #include "tcache/tcache.h"
 #include "test_util.h"
 
-/* Several arenas whatever the machine (the default is one per CPU): some
+/* Several arenas whatever the machine (the default is 4 per CPU): some
  * tests need an arena of their own or objects of another arena. */
 const char *malloc_conf = "narenas:4";
 
