@@ -241,7 +241,7 @@ Test(tcache, an_empty_bin_is_filled_by_ncached_max_shifted_by_lg_fill_div)
     }
 }
 
-Test(tcache, a_free_into_a_full_bin_flushes_the_oldest_half)
+Test(tcache, a_free_into_a_full_bin_flushes_the_oldest_quarter)
 {
     const size_t S = 96;
     const unsigned ind = sc_size2index(S);
@@ -256,16 +256,16 @@ Test(tcache, a_free_into_a_full_bin_flushes_the_oldest_half)
     bin_stats_t *st = arena_bin_stats(ind);
     uint64_t nd0 = st->ndalloc, nfl0 = st->nflushes;
     free(ps[max]);
-    unsigned half = max - max / 2;
-    cr_assert_eq(st->ndalloc - nd0, half, "flushed %llu of %u", (unsigned long long)(st->ndalloc - nd0), max);
+    unsigned nflushed = max / 4; /* the oldest quarter */
+    cr_assert_eq(st->ndalloc - nd0, nflushed, "flushed %llu of %u", (unsigned long long)(st->ndalloc - nd0), max);
     cr_assert_geq(st->nflushes - nfl0, 1);
-    cr_assert_eq(ncached(ind), max - half + 1);
+    cr_assert_eq(ncached(ind), max - nflushed + 1);
     /* What is left: the newest, in LIFO order. */
     for (unsigned k = 0; k < ncached(ind); k++)
         cr_assert_eq(bin_of(ind)->head[k], ps[max - k], "slot %u", k);
     /* The oldest went back to their slabs: their bitmap bits are free (or
      * the whole slab went back to the pool: then its pages map no slab). */
-    for (unsigned i = 0; i < half; i++) {
+    for (unsigned i = 0; i < nflushed; i++) {
         rtree_elm_t elm = rtree_lookup((uintptr_t)ps[i]);
         if (!(elm & RTREE_SLAB))
             continue;

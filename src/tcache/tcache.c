@@ -241,7 +241,7 @@ void tcache_dalloc_hard(tsd_t *tsd, unsigned ind, void *p)
 {
     cache_bin_t *b = &tsd->bins[ind];
     tsd->flushed[ind] = 1;
-    bin_flush_oldest(tsd, ind, cache_bin_ncached_max(b) - cache_bin_ncached_max(b) / 2);
+    bin_flush_oldest(tsd, ind, MA_MAX(cache_bin_ncached_max(b) / 4, 1));
     bool pushed = cache_bin_push_fast(b, p);
     (void)pushed; /* there is room after the flush */
 }

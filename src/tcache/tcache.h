@@ -18,6 +18,11 @@
  * The GC step halves a bin that stays mostly unused. Large classes keep
  * TCACHE_NSLOTS_LARGE. A fill takes half the current capacity; the GC step
  * makes fills smaller for bins that idle and larger for bins that run dry.
+ * A free into a full bin flushes its oldest quarter: flushing half left a
+ * bin whose working batch nearly fills it refilling and flushing on every
+ * batch (make bench's batch-mixed: 4 KiB objects, 31 per batch, cap 32).
+ * With the quarter and 128 KiB per bin that workload takes 29% fewer
+ * allocator instructions (callgrind).
  */
 #ifndef MYALLOC_TCACHE_H
 #define MYALLOC_TCACHE_H
@@ -28,9 +33,9 @@
 #define TCACHE_NSLOTS_INIT_MAX   200
 #define TCACHE_NSLOTS_SMALL_MAX  2048
 #define TCACHE_NSLOTS_LARGE      20
-#define TCACHE_BIN_BYTES         ((size_t)64 << 10)
+#define TCACHE_BIN_BYTES         ((size_t)128 << 10)
 #define TCACHE_FLUSH_BATCH       256   /* objects per arena call when flushing */
-#define TCACHE_THREAD_BYTES      ((size_t)512 << 10) /* growth budget of a thread's bins */
+#define TCACHE_THREAD_BYTES      ((size_t)1 << 20) /* growth budget of a thread's bins */
 
 /* Options (set before tcache_boot). */
 extern bool tcache_opt_enabled;
@@ -49,7 +54,7 @@ size_t tcache_block_bytes(void);
 /* Pop from bin ind after a fast-path miss (moving the low-water mark or
  * refilling from the arena). NULL when out of memory. */
 void *tcache_alloc_hard(tsd_t *tsd, unsigned ind);
-/* Push p into bin ind after a fast-path miss (flushing half when full). */
+/* Push p into bin ind after a fast-path miss (flushing the oldest quarter when full). */
 void tcache_dalloc_hard(tsd_t *tsd, unsigned ind, void *p);
 
 
