@@ -208,6 +208,35 @@ Test(api, realloc_in_place_when_it_can)
     free(r);
 }
 
+/* Slab classes past jemalloc's (16-32 KiB with 4 KiB pages) cannot grow in
+ * place, so realloc hands out a page run of the first large class when it
+ * grows into them, and keeps a page run as one when it shrinks into them:
+ * a realloc chain through those sizes then grows in place. malloc of such
+ * a size still gets a slab region. */
+Test(api, realloc_through_the_extended_slab_classes_takes_page_runs)
+{
+    const size_t X = SC_SLAB_EXTENDED_MINCLASS, L = SC_LARGE_MINCLASS;
+    if (X >= L)
+        cr_skip_test("no slab classes past jemalloc's in this configuration");
+    char *m = malloc(X + 1);
+    cr_assert_lt(malloc_usable_size(m), L, "malloc(%zu) should be a slab region", X + 1);
+    free(m);
+    size_t below = X - PAGE;
+    char *p = malloc(below);
+    memset(p, 3, below);
+    char *q = realloc(p, X + 1);
+    cr_assert_not_null(q);
+    cr_assert_eq(malloc_usable_size(q), L, "growing into %zu: usable %zu, not a page run of %zu", X + 1,
+                 malloc_usable_size(q), L);
+    cr_assert_eq(q[below - 1], 3);
+    memset(q, 4, X + 1);
+    char *r = realloc(q, X + PAGE);
+    cr_assert_eq(r, q, "a page run resized within the extended classes must stay in place");
+    cr_assert_eq(malloc_usable_size(r), L);
+    cr_assert_eq(r[X], 4);
+    free(r);
+}
+
 Test(api, calloc_is_zero_even_on_reused_memory)
 {
     for (int round = 0; round < 50; round++) {

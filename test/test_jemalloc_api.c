@@ -725,6 +725,11 @@ static void right_size_child(void *arg)
         free_sized(p, n);
         p = mallocx(n, MALLOCX_LG_ALIGN(10));
         sdallocx(p, n, MALLOCX_LG_ALIGN(10));
+        /* realloc may round growth up to a page run: the size asked of
+         * realloc still frees it. */
+        p = malloc(n / 2 + 1);
+        p = realloc(p, n);
+        free_sized(p, n);
     }
 }
 

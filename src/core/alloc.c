@@ -188,7 +188,7 @@ void ma_dalloc_flags(void *p, int flags)
     dalloc(p, flags, "dallocx");
 }
 
-void *ma_ralloc(void *p, size_t size, size_t align, int flags, void *caller)
+void *ma_ralloc(void *p, size_t size, size_t align, int flags, bool round_growth, void *caller)
 {
     rtree_elm_t elm = ma_lookup_live(p, "realloc");
     size_t old_usize = sc_index2size(rtree_elm_szind(elm));
@@ -197,6 +197,17 @@ void *ma_ralloc(void *p, size_t size, size_t align, int flags, void *caller)
         errno = ENOMEM;
         return NULL;
     }
+    /* realloc() growing into the slab classes past jemalloc's (16-32 KiB
+     * with 4 KiB pages), or resizing a page run into them: take (or keep) a
+     * page run of the smallest large class instead, which later growth can
+     * extend in place; a slab region never grows, so a realloc chain would
+     * copy at every class (make bench's realloc workload: 948 M
+     * instructions of memcpy, against 474 M with this and 718 M under
+     * tcmalloc, which also rounds growth up). rallocx() keeps jemalloc's
+     * contract: the result's usable size is nallocx()'s. */
+    if (round_growth && usize >= SC_SLAB_EXTENDED_MINCLASS && usize < SC_LARGE_MINCLASS && align <= PAGE &&
+        (usize > old_usize || !(elm & RTREE_SLAB)))
+        usize = SC_LARGE_MINCLASS;
     tsd_t *tsd = tsd_fetch();
     /* A reallocation is an allocation of usize bytes for the ticker and the
      * sampler, in place or not: decide first. A sampled result must move
@@ -278,7 +289,7 @@ static void *realloc_caller(void *p, size_t size, void *caller)
         free(p);
         return NULL;
     }
-    return ma_ralloc(p, size, 0, 0, caller);
+    return ma_ralloc(p, size, 0, 0, true, caller);
 }
 
 MA_EXPORT void *realloc(void *p, size_t size)
@@ -380,7 +391,10 @@ MA_NOINLINE void ma_sdalloc_slow(void *p, size_t size, size_t align, int flags, 
     if (opt_check_sized) {
         size_t usize = align <= QUANTUM ? sc_s2u(size) : sc_sa2u(size, align);
         size_t actual = sc_index2size(rtree_elm_szind(elm));
-        if (usize != actual)
+        /* realloc() may have rounded such a size up to a page run (ma_ralloc). */
+        bool rounded = actual == SC_LARGE_MINCLASS && !(elm & RTREE_SLAB) &&
+                       usize >= SC_SLAB_EXTENDED_MINCLASS && usize < SC_LARGE_MINCLASS;
+        if (usize != actual && !rounded)
             ma_fatal("%s(): size %zu does not match the allocation at %p (usable size %zu)", func, size, p,
                      actual);
     }

@@ -29,8 +29,10 @@ MA_INLINE bool ma_init(void)
  * errno = ENOMEM on failure. */
 void *ma_alloc_slow(size_t size, size_t align, int flags, void *caller);
 void ma_free_slow(void *p);
-/* Resize; NULL (old object intact) with errno = ENOMEM on failure. */
-void *ma_ralloc(void *p, size_t size, size_t align, int flags, void *caller);
+/* Resize; NULL (old object intact) with errno = ENOMEM on failure.
+ * round_growth (realloc, not rallocx): growth into the slab classes past
+ * jemalloc's gets a page run of the first large class instead. */
+void *ma_ralloc(void *p, size_t size, size_t align, int flags, bool round_growth, void *caller);
 /* Free with the thread cache or not (MA_FLAG_TCACHE_NONE), for dallocx. */
 void ma_dalloc_flags(void *p, int flags);
 /* Sized free's slow path (checks the size when opt_check_sized). */

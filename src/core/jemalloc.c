@@ -51,7 +51,7 @@ MA_EXPORT void *rallocx(void *p, size_t size, int flags)
     if (unlikely(!flags_supported(flags)))
         return NULL;
     int saved = errno;
-    void *q = ma_ralloc(p, size, flags_align(flags), flags, MA_CALLER());
+    void *q = ma_ralloc(p, size, flags_align(flags), flags, false, MA_CALLER());
     errno = saved;
     return q;
 }

@@ -141,6 +141,12 @@ int main(int argc, char **argv)
     printf("#define SC_NBINS %d\n", nbins);
     printf("#define SC_SMALL_MAXCLASS ((size_t)%lluULL)\n", (unsigned long long)cls[nbins - 1].size);
     printf("#define SC_LARGE_MINCLASS ((size_t)%lluULL)\n", (unsigned long long)cls[nbins].size);
+    /* The first slab class past jemalloc's bound (SC_LARGE_MINCLASS when
+     * there is none). */
+    int next = 0;
+    while (next < nbins && cls[next].size < (page << lg_ngroup))
+        next++;
+    printf("#define SC_SLAB_EXTENDED_MINCLASS ((size_t)%lluULL)\n", (unsigned long long)cls[next].size);
     printf("#define SC_LARGE_MAXCLASS ((size_t)%lluULL)\n", (unsigned long long)cls[n - 1].size);
     printf("#define SC_LOOKUP_MAXCLASS ((size_t)%d)\n", LOOKUP_MAXCLASS);
     printf("#define SC_LOOKUP_NENTRIES %d\n", (LOOKUP_MAXCLASS >> lg_q) + 1);
