@@ -383,6 +383,13 @@ size_t arena_purge(arena_t *a)
  */
 size_t arena_decay(arena_t *a, uint64_t now_ns, size_t max_pages)
 {
+    /* The bins are looked at every ARENA_BIN_SCAN_NS at most from the
+     * ticker (40 bins, two cache lines each; ticks come every MiB
+     * allocated), at every call from mallctl and the background thread. */
+    uint64_t last = ma_load_relaxed(&a->bins_scanned_ns);
+    if (max_pages != SIZE_MAX && now_ns - last < ARENA_BIN_SCAN_NS && now_ns >= last)
+        return extent_decay(&a->pool, now_ns, max_pages);
+    ma_store_relaxed(&a->bins_scanned_ns, now_ns);
     for (unsigned b = 0; b < SC_NBINS; b++) {
         bin_t *bin = &a->bins[b];
         const unsigned nregs = sc_bin_info[b].nregs;

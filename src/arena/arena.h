@@ -79,7 +79,10 @@ typedef struct arena {
     bin_t bins[SC_NBINS];
     large_stats_t large[SC_NSIZES - SC_NBINS]; /* atomics */
     size_t large_allocated;      /* bytes in active large extents (atomic) */
+    uint64_t bins_scanned_ns;    /* when arena_decay last looked at the bins */
 } arena_t;
+
+#define ARENA_BIN_SCAN_NS 10000000ull /* 10 ms */
 
 extern arena_t *arenas[ARENAS_MAX];
 extern unsigned arena_narenas;   /* how many arenas threads are spread over */

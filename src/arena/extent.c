@@ -579,9 +579,24 @@ size_t extent_purge_all(extent_pool_t *pool)
     return n;
 }
 
+/* Whether a set has decay work now: an epoch ended, or decay 0 with pages
+ * (read without the lock: a stale answer only delays the work a tick). */
+static bool set_decay_due(const decay_t *d, const eset_t *s, uint64_t now_ns)
+{
+    ssize_t ms = ma_load_relaxed(&d->ms);
+    if (ms == 0)
+        return ma_load_relaxed(&s->npages) > 0;
+    return ms > 0 && now_ns >= ma_load_relaxed(&d->epoch_start_ns) + d->interval_ns;
+}
+
 size_t extent_decay(extent_pool_t *pool, uint64_t now_ns, size_t max_pages)
 {
     size_t purged = 0, limit;
+    /* Ticks come every MiB a thread allocates, epochs every decay_ms/200:
+     * most ticks have nothing to do, and need not take the lock. */
+    if (!set_decay_due(&pool->decay_dirty, &pool->dirty, now_ns) &&
+        !set_decay_due(&pool->decay_muzzy, &pool->muzzy, now_ns))
+        return 0;
     ma_mutex_lock(&pool->lock);
     bool muzzy_on = pool->decay_muzzy.ms != 0;
     if (pool->decay_dirty.ms == 0) {
