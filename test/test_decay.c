@@ -1050,10 +1050,10 @@ static void *idle_thread_main(void *arg)
     if (t->use_idle) {
         mallctl("thread.idle", NULL, NULL, NULL, 0);
     } else {
-        /* Other classes only: every 64 KiB allocated is one GC step, one
-         * bin per step round robin; 16 rounds over every bin. */
+        /* Other classes only: every TE_GC_INTERVAL bytes allocated is one
+         * GC step, one bin per step round robin; 16 rounds over every bin. */
         tsd_t *tsd = tsd_fetch();
-        size_t rounds_bytes = (size_t)16 * tsd->tcache_nbins * (64 << 10);
+        size_t rounds_bytes = (size_t)16 * tsd->tcache_nbins * TE_GC_INTERVAL;
         const size_t other[] = {64, 1024};
         for (size_t done = 0; done < rounds_bytes;) {
             size_t s = other[(done >> 10) & 1];

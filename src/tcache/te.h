@@ -23,7 +23,10 @@
 #include "../common/common.h"
 
 #define TE_MAX_WAIT           ((uint64_t)4 << 20)
-#define TE_GC_INTERVAL        ((uint64_t)64 << 10)
+/* 256 KiB: at 64 KiB (jemalloc's) the GC events of a thread allocating
+ * 16 KiB objects cost 40% of the allocator's instructions (callgrind,
+ * larson 1 thread 16 B..32 KiB: 81.8 M in all, 58.1 M at 256 KiB). */
+#define TE_GC_INTERVAL        ((uint64_t)256 << 10)
 #define TE_PERIODIC_INTERVAL_MAX ((uint64_t)1 << 20)
 #define TE_NEVER              UINT64_MAX
 
