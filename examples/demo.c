@@ -166,7 +166,14 @@ int main(int argc, char **argv)
     parse_tokens(1000000);
     char *log = grow_log((size_t)24 << 20);
 
-    if (mallctl("prof.dump", NULL, NULL, &dump, sizeof(dump)) != 0) {
+    /* The table below reads the dump back: text format for this one, even
+     * when prof_format asks another for the program's other dumps. */
+    const char *format = NULL, *text = "text";
+    len = sizeof(format);
+    mallctl("prof.format", &format, &len, &text, sizeof(text));
+    int dumped = mallctl("prof.dump", NULL, NULL, &dump, sizeof(dump));
+    mallctl("prof.format", NULL, NULL, &format, sizeof(format));
+    if (dumped != 0) {
         fprintf(stderr, "demo: prof.dump to %s failed\n", dump);
         return 1;
     }
