@@ -37,7 +37,8 @@ LIBFLAGS  := $(OPT) -fPIC -fvisibility=hidden -ftls-model=initial-exec \
              -fno-semantic-interposition -fno-plt \
              -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free \
              -I$(BUILD) -Iinclude
-LDLIBS    := -lm -pthread
+LDLIBS    := -pthread         # the library: libc and pthreads only (no libm, see src/common/math.c)
+PROGLIBS  := -lm -pthread     # test and tool programs
 
 SRC := $(filter-out src/sizeclass/sc_gen.c,$(wildcard src/*/*.c))
 OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRC))
@@ -94,13 +95,13 @@ HELPER_BIN := $(patsubst test/helpers/%.c,$(BUILD)/helpers/%,$(HELPER_SRC))
 
 $(BUILD)/test/%: test/%.c test/test_util.h $(BUILD)/libmyalloc.a
 	@mkdir -p $(@D)
-	$(CC) $(TEST_CFLAGS) -rdynamic -o $@ $< $(BUILD)/libmyalloc.a -lcriterion $(LDLIBS)
+	$(CC) $(TEST_CFLAGS) -rdynamic -o $@ $< $(BUILD)/libmyalloc.a -lcriterion $(PROGLIBS)
 
 # Helper programs run as subprocesses by the tests (plain binaries: they get
 # myalloc through LD_PRELOAD or by linking, as each test says).
 $(BUILD)/helpers/%: test/helpers/%.c
 	@mkdir -p $(@D)
-	$(CC) $(BASEFLAGS) -O1 -Iinclude -o $@ $< $(LDLIBS)
+	$(CC) $(BASEFLAGS) -O1 -Iinclude -o $@ $< $(PROGLIBS)
 
 criterion:
 	@tools/ensure-criterion.sh
@@ -156,7 +157,7 @@ run: lib
 # src/prof/prof_symbol.c, linked from the static library like the rest).
 
 $(BUILD)/myalloc-prof: tools/myalloc-prof.c $(BUILD)/libmyalloc.a
-	$(CC) $(BASEFLAGS) -O2 -I$(BUILD) -Iinclude -Isrc -o $@ $< $(BUILD)/libmyalloc.a $(LDLIBS)
+	$(CC) $(BASEFLAGS) -O2 -I$(BUILD) -Iinclude -Isrc -o $@ $< $(BUILD)/libmyalloc.a $(PROGLIBS)
 
 build/myalloc-prof: $(BUILD)/myalloc-prof
 	cp $< $@

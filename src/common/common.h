@@ -57,6 +57,12 @@ size_t ma_vsnprintf(char *buf, size_t size, const char *fmt, va_list ap);
 size_t ma_snprintf(char *buf, size_t size, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Elementary functions without libm (src/common/math.c): natural log,
+ * e^x - 1, and round-half-away-from-zero to an integer. */
+double ma_log(double x);
+double ma_expm1(double x);
+long long ma_llround(double x);
+
 /* Write all of buf to fd, retrying on EINTR and short writes. */
 bool ma_write_all(int fd, const void *buf, size_t len);
 

@@ -35,7 +35,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -62,7 +61,7 @@ static uint64_t count_at(uint64_t count, const prof_rec_t *r, unsigned lg_now)
     if (r->lg_sample == lg_now || count == 0)
         return count;
     double x = (double)count * prof_weight(r->szind, r->lg_sample) / prof_weight(r->szind, lg_now);
-    return (uint64_t)llround(x);
+    return (uint64_t)ma_llround(x);
 }
 
 static void dump_visit(const prof_stack_t *s, void *arg)
@@ -85,8 +84,8 @@ static void dump_visit(const prof_stack_t *s, void *arg)
             /* In the record's counts' terms (rescaled like them). */
             double k = live > 0 ? (double)n / (double)live : 0;
             ma_bw_printf(&d->bw, "# myalloc resident=%llu swapped=%llu\n",
-                         (unsigned long long)llround((double)r->resident * k),
-                         (unsigned long long)llround((double)r->swapped * k));
+                         (unsigned long long)ma_llround((double)r->resident * k),
+                         (unsigned long long)ma_llround((double)r->swapped * k));
         }
         d->n += n;
         d->b += n * usize;

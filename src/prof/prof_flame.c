@@ -17,7 +17,6 @@
  * (<title>) gives name, bytes, share and resident bytes.
  */
 #include <errno.h>
-#include <math.h>
 #include <string.h>
 
 #include "prof_out.h"
@@ -66,7 +65,7 @@ int prof_write_folded(int fd, prof_snap_t *snap)
         double bytes, resident;
         const prof_stack_t *s = snap->recs[i].stack;
         i = stack_group(snap, i, &bytes, &resident);
-        long long v = llround(bytes);
+        long long v = ma_llround(bytes);
         if (v <= 0)
             continue;
         if (s->depth == 0)

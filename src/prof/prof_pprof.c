@@ -35,7 +35,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -394,9 +393,9 @@ static void write_samples(pprof_w_t *w)
             continue;
         double wt = prof_snap_w(r), usize = (double)sc_index2size(r->szind);
         int64_t v[6] = {
-            llround((double)accum * wt),        llround((double)accum * wt * usize),
-            llround((double)r->live * wt),      llround((double)r->live * wt * usize),
-            llround((double)r->resident * wt),  llround((double)r->swapped * wt),
+            ma_llround((double)accum * wt),        ma_llround((double)accum * wt * usize),
+            ma_llround((double)r->live * wt),      ma_llround((double)r->live * wt * usize),
+            ma_llround((double)r->resident * wt),  ma_llround((double)r->swapped * wt),
         };
         pb_t m = {buf, 0, sizeof(buf), false};
         /* location_id, packed, leaf first */

@@ -3,7 +3,6 @@
  */
 #include "prof_table.h"
 
-#include <math.h>
 #include <string.h>
 
 #include "../arena/base.h"
@@ -104,7 +103,7 @@ prof_rec_t *prof_table_record(void *const *frames, unsigned depth, unsigned szin
         r->stack = s;
         r->szind = (uint16_t)szind;
         r->lg_sample = (uint8_t)lg_sample;
-        r->wbytes = (uint64_t)llround((double)sc_index2size(szind) * prof_weight(szind, lg_sample));
+        r->wbytes = (uint64_t)ma_llround((double)sc_index2size(szind) * prof_weight(szind, lg_sample));
         r->next = s->recs;
         s->recs = r;
     }
@@ -175,7 +174,7 @@ static const prof_weights_t *weights_get(unsigned lg_sample)
         if (t != NULL) {
             double R = (double)((uint64_t)1 << lg_sample);
             for (unsigned i = 0; i < SC_NSIZES; i++) /* expm1: exact at small ratios */
-                t->w[i] = 1.0 / -expm1(-(double)sc_index2size(i) / R);
+                t->w[i] = 1.0 / -ma_expm1(-(double)sc_index2size(i) / R);
             ma_store_release(&weights_by_lg[lg_sample], t);
         }
     }
@@ -187,7 +186,7 @@ double prof_weight(unsigned szind, unsigned lg_sample)
 {
     const prof_weights_t *t = weights_get(lg_sample);
     if (unlikely(t == NULL)) /* no metadata memory: compute */
-        return 1.0 / -expm1(-(double)sc_index2size(szind) / (double)((uint64_t)1 << lg_sample));
+        return 1.0 / -ma_expm1(-(double)sc_index2size(szind) / (double)((uint64_t)1 << lg_sample));
     return t->w[szind];
 }
 

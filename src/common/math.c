@@ -1,0 +1,112 @@
+/*
+ * math: the few elementary functions the allocator needs, so that it does
+ * not pull libm into every process it is loaded into (about 320 KiB of
+ * RSS for a small program: libm's pages touched by the loader).
+ *
+ * Accuracy: a few units in the last place over the ranges used (the
+ * sampler's -log(u) for u in (0, 1], the weights' expm1(-Z/R) for Z/R in
+ * (0, 2^62]); test_math compares them with libm.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "common.h"
+
+#define LN2_HI 6.93147180369123816490e-01 /* ln 2, high bits: k * LN2_HI is exact */
+#define LN2_LO 1.90821492927058770002e-10 /* ln 2 - LN2_HI */
+#define LOG2_E 1.44269504088896338700e+00
+
+static double bits_to_double(uint64_t u)
+{
+    double d;
+    memcpy(&d, &u, sizeof(d));
+    return d;
+}
+
+static uint64_t double_to_bits(double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, sizeof(u));
+    return u;
+}
+
+/* 2^k for -1022 <= k <= 1023. */
+static double pow2(int k)
+{
+    return bits_to_double((uint64_t)(k + 1023) << 52);
+}
+
+double ma_log(double x)
+{
+    if (!(x > 0))
+        return x == 0 ? -1.0 / 0.0 : 0.0 / 0.0;
+    uint64_t u = double_to_bits(x);
+    int e = (int)((u >> 52) & 0x7ff);
+    if (e == 0x7ff)
+        return x; /* inf */
+    if (e == 0) { /* subnormal: scale into the normal range first */
+        u = double_to_bits(x * 0x1p54);
+        e = (int)((u >> 52) & 0x7ff) - 54;
+    }
+    e -= 1023;
+    /* x = m * 2^e with m in [sqrt(1/2), sqrt(2)). */
+    double m = bits_to_double((u & 0x000fffffffffffffull) | 0x3ff0000000000000ull);
+    if (m > 1.41421356237309504880) {
+        m *= 0.5;
+        e++;
+    }
+    /* log m = 2 atanh(s), s = (m - 1) / (m + 1), |s| <= 0.1716: the series
+     * s + s^3/3 + s^5/5 + ... has converged to 2^-60 after 12 terms. */
+    double s = (m - 1.0) / (m + 1.0), s2 = s * s, p = s, sum = 0;
+    for (int k = 0; k < 12; k++) {
+        sum += p / (double)(2 * k + 1);
+        p *= s2;
+    }
+    return (double)e * LN2_HI + ((double)e * LN2_LO + 2.0 * sum);
+}
+
+static double exp_reduced(double x, int *k_out)
+{
+    /* x = k ln 2 + r, |r| <= ln2 / 2. */
+    double kd = x * LOG2_E;
+    long long k = (long long)(kd < 0 ? kd - 0.5 : kd + 0.5);
+    double r = (x - (double)k * LN2_HI) - (double)k * LN2_LO;
+    /* e^r - 1 by its series: |r| <= 0.347, 17 terms reach 2^-60. */
+    double term = r, sum = r;
+    for (int n = 2; n < 18; n++) {
+        term *= r / (double)n;
+        sum += term;
+    }
+    *k_out = (int)k;
+    return sum;
+}
+
+double ma_expm1(double x)
+{
+    if (x != x)
+        return x;
+    if (x < -40.0)
+        return -1.0; /* e^x < 2^-57: below half an ulp of 1 */
+    if (x > 709.0)
+        return 1.0 / 0.0;
+    int k;
+    double em1 = exp_reduced(x, &k); /* e^x = 2^k (1 + em1) */
+    if (k == 0)
+        return em1;
+    /* 2^k (1 + em1) - 1, with 2^k exact; k is within [-58, 1023] here. */
+    double p = pow2(k);
+    return (p - 1.0) + p * em1;
+}
+
+long long ma_llround(double x)
+{
+    if (x >= 0x1p52 || x <= -0x1p52)
+        return (long long)x; /* already an integer */
+    long long t = (long long)x; /* toward zero; x - t is exact */
+    double frac = x - (double)t;
+    if (frac >= 0.5)
+        t++;
+    else if (frac <= -0.5)
+        t--;
+    return t;
+}

@@ -1,0 +1,85 @@
+/*
+ * The allocator's own log, expm1 and llround (src/common/math.c) against
+ * libm's, over the ranges the sampler and the profile writers use, plus
+ * the edge cases.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "common/common.h"
+#include "test_util.h"
+
+static double rel_err(double got, double want)
+{
+    if (got == want)
+        return 0;
+    return fabs(got - want) / fmax(fabs(want), DBL_MIN);
+}
+
+/* The sampler draws -log(u) for u = k / 2^53, k in [1, 2^53]. */
+Test(math, log_matches_libm)
+{
+    uint64_t seed = 7;
+    double worst = 0;
+    for (int i = 0; i < 200000; i++) {
+        double u = (double)((tu_rand(&seed) >> 11) + 1) / 9007199254740992.0;
+        worst = fmax(worst, rel_err(ma_log(u), log(u)));
+    }
+    /* Across magnitudes, subnormals included. */
+    for (double x = 4.9e-324; x < 1e300; x *= 3.7)
+        worst = fmax(worst, rel_err(ma_log(x), log(x)));
+    for (int i = -20; i <= 20; i++) {
+        double x = 1.0 + i * 0x1p-40; /* near 1, where log is tiny */
+        cr_assert_leq(fabs(ma_log(x) - log(x)), 4 * DBL_EPSILON * fabs(log(x)) + 1e-300, "log(1 + %d * 2^-40)", i);
+    }
+    cr_log_info("log: worst relative error %.3g", worst);
+    cr_assert_lt(worst, 4 * DBL_EPSILON, "log: relative error %.3g", worst);
+    cr_assert_eq(ma_log(1.0), 0.0);
+    cr_assert(isinf(ma_log(0.0)) && ma_log(0.0) < 0);
+    cr_assert(isnan(ma_log(-1.0)));
+    cr_assert(isinf(ma_log(INFINITY)));
+}
+
+/* The weights use expm1(-Z/R): Z/R from 2^-19 (16 B at R = 2^19) to 2^62. */
+Test(math, expm1_matches_libm)
+{
+    double worst = 0;
+    for (double x = 0x1p-40; x < 800; x *= 1.01) {
+        worst = fmax(worst, rel_err(ma_expm1(-x), expm1(-x)));
+        if (x < 700)
+            worst = fmax(worst, rel_err(ma_expm1(x), expm1(x)));
+    }
+    uint64_t seed = 11;
+    for (int i = 0; i < 200000; i++) {
+        double x = -ldexp((double)(tu_rand(&seed) >> 11), -53) * 64; /* (-64, 0] */
+        worst = fmax(worst, rel_err(ma_expm1(x), expm1(x)));
+    }
+    cr_log_info("expm1: worst relative error %.3g", worst);
+    cr_assert_lt(worst, 4 * DBL_EPSILON, "expm1: relative error %.3g", worst);
+    cr_assert_eq(ma_expm1(0.0), 0.0);
+    cr_assert_eq(ma_expm1(-1e6), -1.0);
+    cr_assert(isinf(ma_expm1(1e6)));
+    /* What the weight table computes: 1 / (1 - e^(-Z/R)). */
+    for (unsigned lg = 0; lg < 40; lg++)
+        for (double z = 16; z < 1e12; z *= 2.5) {
+            double r = ldexp(1, (int)lg);
+            cr_assert_lt(rel_err(1.0 / -ma_expm1(-z / r), 1.0 / -expm1(-z / r)), 4 * DBL_EPSILON, "Z %g R 2^%u", z,
+                         lg);
+        }
+}
+
+Test(math, llround_matches_libm)
+{
+    const double cases[] = {0.0,  0.5,  -0.5, 1.5, -1.5, 2.5, -2.5, 0.49999999999999994, -0.49999999999999994,
+                            1e15 + 0.5, 4503599627370495.5, 4503599627370497.0, -4503599627370497.0, 9.2e18,
+                            -9.2e18, 123456.789, -123456.789};
+    for (size_t i = 0; i < MA_ARRAY_LEN(cases); i++)
+        cr_assert_eq(ma_llround(cases[i]), llround(cases[i]), "llround(%.17g): %lld vs %lld", cases[i],
+                     ma_llround(cases[i]), llround(cases[i]));
+    uint64_t seed = 3;
+    for (int i = 0; i < 100000; i++) {
+        double x = ldexp((double)(int64_t)tu_rand(&seed), -(int)(tu_rand(&seed) % 60));
+        cr_assert_eq(ma_llround(x), llround(x), "llround(%.17g)", x);
+    }
+}
