@@ -540,6 +540,17 @@ static void *remote_owner_main(void *arg)
     return NULL;
 }
 
+/* A thread of arena o->arena that allocates its objects and waits. */
+static pthread_t remote_owner_start(remote_owner_t *o)
+{
+    pthread_barrier_init(&o->allocated, NULL, 2);
+    pthread_barrier_init(&o->release, NULL, 2);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, remote_owner_main, o), 0);
+    pthread_barrier_wait(&o->allocated);
+    return th;
+}
+
 static bool in_list(void *p, void **list, int n)
 {
     for (int i = 0; i < n; i++)
@@ -560,11 +571,7 @@ Test(tcache, remote_frees_go_home_unless_objects_own_their_cache_lines)
     cr_assert_eq(mallctl("arenas.narenas", &narenas, &sz, NULL, 0), 0);
     cr_assert_geq(narenas, 2);
     remote_owner_t o = {.arena = (home + 1) % narenas};
-    pthread_barrier_init(&o.allocated, NULL, 2);
-    pthread_barrier_init(&o.release, NULL, 2);
-    pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, remote_owner_main, &o), 0);
-    pthread_barrier_wait(&o.allocated);
+    pthread_t th = remote_owner_start(&o);
 
     unsigned i96 = sc_size2index(96), i128 = sc_size2index(128);
     arena_t *owner = arenas[o.arena];
@@ -614,11 +621,7 @@ Test(tcache, a_double_remote_free_is_caught_when_collected, .exit_code = 0, .sig
     size_t sz = sizeof(narenas);
     cr_assert_eq(mallctl("arenas.narenas", &narenas, &sz, NULL, 0), 0);
     remote_owner_t o = {.arena = (home + 1) % narenas};
-    pthread_barrier_init(&o.allocated, NULL, 2);
-    pthread_barrier_init(&o.release, NULL, 2);
-    pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, remote_owner_main, &o), 0);
-    pthread_barrier_wait(&o.allocated);
+    remote_owner_start(&o); /* stays waiting: the process aborts first */
     free(o.small[0]);
     free(o.small[1]);
     free(o.small[0]);

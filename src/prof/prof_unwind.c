@@ -192,23 +192,8 @@ static inline uint64_t cur_fixed(pu_cur_t *c, size_t n)
 
 static inline uint8_t cur_u8(pu_cur_t *c) { return (uint8_t)cur_fixed(c, 1); }
 
-static uint64_t cur_uleb(pu_cur_t *c)
-{
-    uint64_t v = 0;
-    for (unsigned shift = 0; shift < 70; shift += 7) {
-        uint8_t b = cur_u8(c);
-        if (c->bad)
-            return 0;
-        if (shift < 64)
-            v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80))
-            return v;
-    }
-    c->bad = true;
-    return 0;
-}
-
-static int64_t cur_sleb(pu_cur_t *c)
+/* LEB128, unsigned or sign-extended from the last byte's bit 6. */
+static uint64_t cur_leb(pu_cur_t *c, bool is_signed)
 {
     uint64_t v = 0;
     for (unsigned shift = 0; shift < 70; shift += 7) {
@@ -218,14 +203,17 @@ static int64_t cur_sleb(pu_cur_t *c)
         if (shift < 64)
             v |= (uint64_t)(b & 0x7f) << shift;
         if (!(b & 0x80)) {
-            if (shift + 7 < 64 && (b & 0x40))
+            if (is_signed && shift + 7 < 64 && (b & 0x40))
                 v |= ~(uint64_t)0 << (shift + 7);
-            return (int64_t)v;
+            return v;
         }
     }
     c->bad = true;
     return 0;
 }
+
+static uint64_t cur_uleb(pu_cur_t *c) { return cur_leb(c, false); }
+static int64_t cur_sleb(pu_cur_t *c) { return (int64_t)cur_leb(c, true); }
 
 static void cur_skip(pu_cur_t *c, uint64_t n)
 {
