@@ -1525,6 +1525,59 @@ Test(prof, stats_count_the_pages_of_sampled_objects)
     cr_assert_leq(j.allocated, j.active, "stats.allocated %zu > stats.active %zu", j.allocated, j.active);
 }
 
+/* A freed sampled run is kept for the next sample of its page count (the
+ * run cache in prof.c). While kept it is not active memory, a second free of
+ * the object it held is still a double free, and the next sample that gets
+ * it is a clean object of its own size. */
+static void *alloc_3000(void *arg)
+{
+    *(void **)arg = malloc(3000);
+    return NULL;
+}
+
+static void free_twice(void *p)
+{
+    free(p);
+    free(p);
+}
+
+static void *reuse_job(void *arg)
+{
+    unsigned char *old = arg;
+    for (size_t size = 1; size <= SC_SMALL_MAXCLASS; size = size * 3 + 5) {
+        unsigned char *q = calloc(1, size);
+        cr_assert(is_sampled(q));
+        cr_assert_eq(malloc_usable_size(q), sc_s2u(size), "calloc(%zu) on %s run", size, q == old ? "a kept" : "a new");
+        for (size_t k = 0; k < size; k++)
+            cr_assert_eq(q[k], 0, "calloc(%zu) byte %zu is %#x", size, k, q[k]);
+        memset(q, 0xa5, size);
+        free(q);
+    }
+    return NULL;
+}
+
+Test(prof, a_kept_sampled_run_is_not_active_and_catches_a_double_free)
+{
+    sample_everything(52);
+    unsigned char *p = NULL;
+    in_thread(alloc_3000, &p);
+    cr_assert(is_sampled(p));
+    memset(p, 0xa5, 3000);
+    char out[4096];
+    int st = tu_capture(free_twice, p, out, sizeof(out));
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "second free of a sampled object not caught: status %#x\n%s",
+              st, out);
+    char want[64];
+    snprintf(want, sizeof(want), "double free of %p", (void *)p);
+    cr_assert_not_null(strstr(out, want), "%s", out);
+    size_t active0 = stats_now("stats.active");
+    free(p);
+    size_t active1 = stats_now("stats.active");
+    cr_assert_geq(active0 - active1, PAGE_CEIL(3000), "stats.active fell by %zu when a %zu-byte sampled run was freed",
+                  active0 - active1, (size_t)PAGE_CEIL(3000));
+    in_thread(reuse_job, p);
+}
+
 /* =====================================================================
  * 4. VMAs: 100,000 live samples stay in a few VMAs.
  */

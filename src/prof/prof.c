@@ -54,6 +54,85 @@ static ma_mutex_t live_lock = MA_MUTEX_INITIALIZER;
 static extent_t *live_head;
 static size_t live_count;
 
+/*
+ * Freed sampled page runs, kept for the next sample of the same page
+ * count. Without it the extent allocator's split on allocation and
+ * coalesce on free were a third of a sample's cost (make bench-prof).
+ * Invariants of a cached extent: EXTENT_ACTIVE in sampled_pool (so no
+ * neighbour coalesces with it) but its boundaries map to szind SC_NSIZES,
+ * so a second free of the object it held is caught as a double free;
+ * linked through lru_next (free of the live list while cached); its pages
+ * dirty, counted in npages and reported as dirty, not active. At most
+ * RUN_CACHE_MAX_PAGES pages; prof_decay empties the cache when no sample
+ * took from it for RUN_CACHE_IDLE_NS, so an idle program's cache goes to
+ * the pool, whose decay purges it.
+ */
+#define RUN_CACHE_IDLE_NS 1000000000ull
+#define RUN_CACHE_CLASSES   (PAGE_CEIL(SC_SMALL_MAXCLASS) >> LG_PAGE)
+#define RUN_CACHE_MAX_PAGES MA_MAX((size_t)4 * RUN_CACHE_CLASSES, ((size_t)256 << 10) >> LG_PAGE)
+static struct {
+    ma_mutex_t lock;
+    extent_t *head[RUN_CACHE_CLASSES]; /* by page count - 1 */
+    size_t npages;
+    bool used;         /* a sample took a run since check_ns */
+    uint64_t check_ns; /* when prof_decay last looked at used */
+} run_cache = {.lock = MA_MUTEX_INITIALIZER};
+
+static extent_t *run_cache_take(size_t npages)
+{
+    if (ma_load_relaxed(&run_cache.head[npages - 1]) == NULL)
+        return NULL;
+    ma_mutex_lock(&run_cache.lock);
+    extent_t *e = run_cache.head[npages - 1];
+    if (e != NULL) {
+        run_cache.head[npages - 1] = e->lru_next;
+        e->lru_next = NULL;
+        run_cache.npages -= npages;
+        run_cache.used = true;
+    }
+    ma_mutex_unlock(&run_cache.lock);
+    return e;
+}
+
+static bool run_cache_put(extent_t *e)
+{
+    size_t npages = e->size >> LG_PAGE;
+    if (npages > RUN_CACHE_CLASSES)
+        return false;
+    extent_set_szind(e, SC_NSIZES, 0);
+    ma_mutex_lock(&run_cache.lock);
+    bool put = run_cache.npages + npages <= RUN_CACHE_MAX_PAGES;
+    if (put) {
+        e->lru_next = run_cache.head[npages - 1];
+        run_cache.head[npages - 1] = e;
+        run_cache.npages += npages;
+    }
+    ma_mutex_unlock(&run_cache.lock);
+    return put;
+}
+
+/* Return every cached run to the pool. */
+static void run_cache_drain(void)
+{
+    extent_t *list = NULL;
+    ma_mutex_lock(&run_cache.lock);
+    for (size_t i = 0; i < RUN_CACHE_CLASSES; i++) {
+        for (extent_t *e = run_cache.head[i], *next; e != NULL; e = next) {
+            next = e->lru_next;
+            e->lru_next = list;
+            list = e;
+        }
+        run_cache.head[i] = NULL;
+    }
+    run_cache.npages = 0;
+    ma_mutex_unlock(&run_cache.lock);
+    for (extent_t *e = list, *next; e != NULL; e = next) {
+        next = e->lru_next;
+        e->lru_next = NULL;
+        extent_dalloc(&sampled_pool, e);
+    }
+}
+
 void prof_bt_boot(void);
 void prof_dump_boot(void);
 void prof_dump_prefork(void);
@@ -111,8 +190,10 @@ void *prof_alloc_sampled(arena_t *arena, size_t usize, size_t align, bool zero, 
     extent_t *e;
     void *p;
     if (usize <= SC_SMALL_MAXCLASS) {
-        bool zeroed;
-        e = extent_alloc(&sampled_pool, PAGE_CEIL(usize), MA_MAX(align, PAGE), szind, false, &zeroed);
+        bool zeroed = false;
+        e = align <= PAGE ? run_cache_take(PAGE_CEIL(usize) >> LG_PAGE) : NULL;
+        if (e == NULL)
+            e = extent_alloc(&sampled_pool, PAGE_CEIL(usize), MA_MAX(align, PAGE), szind, false, &zeroed);
         if (e == NULL)
             return NULL;
         p = (void *)e->addr;
@@ -166,7 +247,10 @@ void prof_free_sampled(void *p, extent_t *e)
     }
     if (e->pool == &sampled_pool) {
         ma_fetch_sub(&sampled_small_bytes, sc_index2size(e->szind));
-        extent_dalloc(&sampled_pool, e);
+        e->sampled = false;
+        e->prof = NULL;
+        if (!run_cache_put(e))
+            extent_dalloc(&sampled_pool, e);
     } else {
         arena_dalloc_large(e);
     }
@@ -174,14 +258,26 @@ void prof_free_sampled(void *p, extent_t *e)
 
 void prof_decay(uint64_t now_ns, size_t max_pages)
 {
+    if (ma_load_relaxed(&run_cache.npages) > 0 && now_ns - ma_load_relaxed(&run_cache.check_ns) >= RUN_CACHE_IDLE_NS) {
+        ma_mutex_lock(&run_cache.lock);
+        bool used = run_cache.used;
+        run_cache.used = false;
+        run_cache.check_ns = now_ns;
+        ma_mutex_unlock(&run_cache.lock);
+        if (!used)
+            run_cache_drain();
+    }
     extent_decay(&sampled_pool, now_ns, max_pages);
 }
 
 void prof_region_stats(prof_region_t *out)
 {
     ma_mutex_lock(&sampled_pool.lock);
-    out->active_pages = sampled_pool.stats.active_pages;
-    out->dirty_pages = sampled_pool.dirty.npages + sampled_pool.muzzy.npages;
+    ma_mutex_lock(&run_cache.lock);
+    size_t cached = run_cache.npages;
+    ma_mutex_unlock(&run_cache.lock);
+    out->active_pages = sampled_pool.stats.active_pages - cached;
+    out->dirty_pages = sampled_pool.dirty.npages + sampled_pool.muzzy.npages + cached;
     out->retained_pages = sampled_pool.retained.npages;
     out->mapped = sampled_pool.stats.mapped;
     ma_mutex_unlock(&sampled_pool.lock);
@@ -301,19 +397,21 @@ bool prof_residency_collect(void)
 }
 
 /* Lock order: active, dump, table stripes, weights, the sampled region,
- * the live list. */
+ * the run cache, the live list. */
 void prof_prefork(void)
 {
     ma_mutex_prefork(&active_lock);
     prof_dump_prefork();
     prof_table_prefork();
     extent_pool_prefork(&sampled_pool);
+    ma_mutex_prefork(&run_cache.lock);
     ma_mutex_prefork(&live_lock);
 }
 
 void prof_postfork_parent(void)
 {
     ma_mutex_postfork_parent(&live_lock);
+    ma_mutex_postfork_parent(&run_cache.lock);
     extent_pool_postfork_parent(&sampled_pool);
     prof_table_postfork_parent();
     prof_dump_postfork_parent();
@@ -323,6 +421,7 @@ void prof_postfork_parent(void)
 void prof_postfork_child(void)
 {
     ma_mutex_postfork_child(&live_lock);
+    ma_mutex_postfork_child(&run_cache.lock);
     extent_pool_postfork_child(&sampled_pool);
     prof_table_postfork_child();
     prof_dump_postfork_child();
