@@ -69,7 +69,7 @@ static size_t live_count;
  */
 #define RUN_CACHE_IDLE_NS 1000000000ull
 #define RUN_CACHE_CLASSES   (PAGE_CEIL(SC_SMALL_MAXCLASS) >> LG_PAGE)
-#define RUN_CACHE_MAX_PAGES MA_MAX((size_t)4 * RUN_CACHE_CLASSES, ((size_t)256 << 10) >> LG_PAGE)
+#define RUN_CACHE_MAX_PAGES MA_MAX((size_t)4 * RUN_CACHE_CLASSES, ((size_t)512 << 10) >> LG_PAGE)
 static struct {
     ma_mutex_t lock;
     extent_t *head[RUN_CACHE_CLASSES]; /* by page count - 1 */

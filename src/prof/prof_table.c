@@ -10,7 +10,12 @@
 #define PROF_NSTRIPES 64
 #define PROF_NBUCKETS (1u << 14)
 
+/* Stacks by stack hash, and records by (stack hash, szind, lg_sample): a
+ * stack sampled at many sizes (one call site with sizes from a formula) has
+ * as many records, and walking its list on every sample cost ~100 ns in
+ * cache misses. A record's bucket is in its stack's stripe. */
 static prof_stack_t *buckets[PROF_NBUCKETS];
+static prof_rec_t *rec_buckets[PROF_NBUCKETS];
 static ma_mutex_t stripes[PROF_NSTRIPES];
 static base_cache_t rec_records = BASE_CACHE_INIT(prof_rec_t);
 
@@ -73,15 +78,32 @@ void prof_peak_restart(void)
     ma_fetch_add(&prof_peak_epoch, 1);
 }
 
+static bool stack_is(const prof_stack_t *s, uint64_t h, void *const *frames, unsigned depth)
+{
+    return s->hash == h && s->depth == depth && memcmp(s->frames, frames, depth * sizeof(void *)) == 0;
+}
+
+static unsigned rec_bucket(uint64_t h, unsigned szind, unsigned lg_sample)
+{
+    uint64_t k = (h ^ ((uint64_t)szind << 8 | lg_sample)) * 0x9e3779b97f4a7c15ULL;
+    uint64_t stripe = (h & (PROF_NBUCKETS - 1)) % PROF_NSTRIPES;
+    return (unsigned)((((k >> 32) / PROF_NSTRIPES) * PROF_NSTRIPES + stripe) & (PROF_NBUCKETS - 1));
+}
+
 prof_rec_t *prof_table_record(void *const *frames, unsigned depth, unsigned szind, unsigned lg_sample)
 {
     uint64_t h = stack_hash(frames, depth);
-    prof_stack_t **bucket = &buckets[h & (PROF_NBUCKETS - 1)];
+    prof_rec_t **rbucket = &rec_buckets[rec_bucket(h, szind, lg_sample)];
     ma_mutex_t *lock = stripe_of(h);
     ma_mutex_lock(lock);
+    prof_rec_t *r = *rbucket;
+    while (r != NULL && !(r->szind == szind && r->lg_sample == lg_sample && stack_is(r->stack, h, frames, depth)))
+        r = r->hnext;
+    if (r != NULL)
+        goto found;
+    prof_stack_t **bucket = &buckets[h & (PROF_NBUCKETS - 1)];
     prof_stack_t *s = *bucket;
-    while (s != NULL && !(s->hash == h && s->depth == depth &&
-                          memcmp(s->frames, frames, depth * sizeof(void *)) == 0))
+    while (s != NULL && !stack_is(s, h, frames, depth))
         s = s->next;
     if (s == NULL) {
         s = base_alloc(sizeof(prof_stack_t) + depth * sizeof(void *), 16);
@@ -93,20 +115,18 @@ prof_rec_t *prof_table_record(void *const *frames, unsigned depth, unsigned szin
         s->next = *bucket;
         *bucket = s;
     }
-    prof_rec_t *r = s->recs;
-    while (r != NULL && !(r->szind == szind && r->lg_sample == lg_sample))
-        r = r->next;
-    if (r == NULL) {
-        r = base_cache_get(&rec_records);
-        if (r == NULL)
-            goto fail;
-        r->stack = s;
-        r->szind = (uint16_t)szind;
-        r->lg_sample = (uint8_t)lg_sample;
-        r->wbytes = (uint64_t)ma_llround((double)sc_index2size(szind) * prof_weight(szind, lg_sample));
-        r->next = s->recs;
-        s->recs = r;
-    }
+    r = base_cache_get(&rec_records);
+    if (r == NULL)
+        goto fail;
+    r->stack = s;
+    r->szind = (uint16_t)szind;
+    r->lg_sample = (uint8_t)lg_sample;
+    r->wbytes = (uint64_t)ma_llround((double)sc_index2size(szind) * prof_weight(szind, lg_sample));
+    r->next = s->recs;
+    s->recs = r;
+    r->hnext = *rbucket;
+    *rbucket = r;
+found:
     peak_save(r);
     r->live++;
     r->accum++;

@@ -29,6 +29,7 @@ typedef struct prof_stack {
 
 struct prof_rec {
     prof_rec_t *next;          /* the stack's list */
+    prof_rec_t *hnext;         /* chain of its (stack, szind, lg_sample) bucket */
     prof_stack_t *stack;
     uint16_t szind;
     uint8_t lg_sample;
