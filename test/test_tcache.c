@@ -425,6 +425,29 @@ Test(tcache, gc_flushes_three_quarters_below_low_water_and_fills_less)
     free(p);
 }
 
+/* A bin in use keeps a reserve as deep as its use: K objects that sat
+ * below the low-water mark while the bin popped at least K times stay;
+ * fewer pops than that flush the excess (3/4 of it, as for an idle bin). */
+Test(tcache, gc_keeps_what_the_bin_uses_between_steps)
+{
+    const unsigned ind = sc_size2index(64);
+    enum { K = 16 };
+    void *ps[K];
+    bin_with_k_unused(ind, ps, K);
+    /* K pops and K pushes, never below K - 1 cached. */
+    for (unsigned i = 0; i < K; i++)
+        free(malloc(64));
+    cr_assert_eq(cache_bin_low_water_count(bin_of(ind)), K - 1);
+    gc_step_on(ind);
+    cr_assert_eq(ncached(ind), K, "a bin in use was flushed");
+    /* Next interval: 4 pops, K - 1 at the low point: (K - 5) in excess. */
+    for (unsigned i = 0; i < 4; i++)
+        free(malloc(64));
+    gc_step_on(ind);
+    unsigned excess = K - 1 - 4;
+    cr_assert_eq(ncached(ind), K - (excess - excess / 4));
+}
+
 Test(tcache, gc_step_cursor_goes_round_robin)
 {
     unsigned nb = tsd->tcache_nbins;
@@ -745,8 +768,10 @@ Test(tcache, a_thrashing_bin_grows_and_a_freeing_thread_does_not)
     unsigned want = MA_MIN(tcache_bin_cap_max(ind), 1024u);
     cr_assert_geq(caps[7], MA_MIN(want, 1000u), "after 8 batches the bin holds %u, cannot keep a batch of 1000", caps[7]);
     cr_assert_leq(caps[7], tcache_bin_cap_max(ind));
-    /* A GC step on a bin whose objects went unused halves it (toward the
-     * first capacity), after flushing them. */
+    /* A GC step on a bin whose objects went unused (no pops since the
+     * previous step, which ends the interval of the batches above) halves
+     * it (toward the first capacity), after flushing them. */
+    gc_step_on(ind);
     unsigned before = cache_bin_ncached_max(bin_of(ind));
     b_set_low_water_to_head(ind);
     gc_step_on(ind);

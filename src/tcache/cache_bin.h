@@ -37,7 +37,7 @@ typedef struct cache_bin {
     uint16_t empty;
     uint16_t usize;
     uint64_t nrequests;  /* pops not yet merged into the arena's bin stats */
-    uint64_t unused_;
+    uint64_t gc_pops;    /* pops merged since this bin's last GC step */
 } cache_bin_t;
 
 /* The size-class lookup table stores bin byte offsets (class << 5), and

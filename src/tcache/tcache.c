@@ -70,6 +70,7 @@ static void bin_merge_requests(tsd_t *tsd, unsigned ind)
     if (n == 0 || tsd->arena == NULL)
         return;
     b->nrequests = 0;
+    b->gc_pops += n;
     if (ind < SC_NBINS)
         arena_bin_count_requests(tsd->arena, ind, n);
     else
@@ -254,9 +255,17 @@ void tcache_gc_step(tsd_t *tsd)
     tsd->gc_cursor = ind + 1 >= tsd->tcache_nbins ? 0 : ind + 1;
     cache_bin_t *b = &tsd->bins[ind];
     unsigned lw = cache_bin_low_water_count(b), cap = cache_bin_ncached_max(b);
+    uint64_t pops = b->gc_pops + b->nrequests;
     if (lw > 0) {
-        /* Unused since the last step: give back 3/4 of it, fill less. */
-        bin_flush_oldest(tsd, ind, lw - lw / 4);
+        /* lw objects sat unused since the last step: give back 3/4 of what
+         * exceeds the pops of the interval, fill less. A bin in use keeps
+         * a reserve as deep as its use: with sizes at random its level is
+         * a random walk whose low point is rarely 0, and flushing that
+         * only to refill it (with colder objects) cost larson 16 B-32 KiB
+         * 30% of its time. An idle bin (no pops) is flushed as before. */
+        unsigned idle = lw > pops ? lw - (unsigned)pops : 0;
+        if (idle > 0)
+            bin_flush_oldest(tsd, ind, idle - idle / 4);
         /* Mostly unused: a grown bin shrinks back towards its start. */
         if (lw >= cap / 2 && cap > bin_cap_init[ind] && cache_bin_ncached(b) <= cap / 2) {
             unsigned shrunk = MA_MAX(cap / 2, bin_cap_init[ind]);
@@ -272,6 +281,7 @@ void tcache_gc_step(tsd_t *tsd)
     tsd->flushed[ind] = 0;
     b->low_water = cache_bin_bits(b->head);
     bin_merge_requests(tsd, ind);
+    b->gc_pops = 0;
 }
 
 void tcache_flush(tsd_t *tsd)

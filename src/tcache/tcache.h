@@ -15,7 +15,10 @@
  * or frees of other threads' objects) never refills, so its bins stay small
  * and remote objects go back to their slabs instead of being reused here.
  * All of a thread's bins together grow to TCACHE_THREAD_BYTES at most.
- * The GC step halves a bin that stays mostly unused. Large classes keep
+ * The GC step gives back 3/4 of the objects that sat below the bin's
+ * low-water mark beyond what it popped since the previous step (a bin in
+ * use keeps a reserve as deep as its use), and halves a bin that stays
+ * mostly unused. Large classes keep
  * TCACHE_NSLOTS_LARGE. A fill takes half the current capacity; the GC step
  * makes fills smaller for bins that idle and larger for bins that run dry.
  * A free into a full bin flushes its oldest quarter: flushing half left a
