@@ -339,6 +339,82 @@ static int cmp_ptr(const void *x, const void *y)
     return a < b ? -1 : a > b;
 }
 
+/* One batch free whose objects come in runs per slab, a slab appearing in
+ * two runs: every partly free slab ends up where fills find it (its free
+ * regions are handed out again without a new slab), the emptied one goes
+ * back to the pool, and the counts agree. */
+Test(bin, a_batch_free_in_runs_per_slab_leaves_every_slab_findable)
+{
+    arena_t *a = arena_get(AIND);
+    for (unsigned b = 0; b < SC_NBINS; b++) {
+        const sc_bin_info_t *bi = &sc_bin_info[b];
+        const unsigned nr = bi->nregs;
+        if (nr < 4)
+            continue;
+        bin_t *bin = &a->bins[b];
+        size_t regs_before = bin->stats.curregs;
+        /* Four full slabs besides the current one (a fifth, also full). */
+        unsigned n = 5 * nr;
+        void **ps = malloc(n * sizeof(void *));
+        cr_assert_eq(arena_fill_small(a, b, ps, n), n);
+        extent_t *cur = bin->slabcur, *sl[4];
+        unsigned ns = 0;
+        for (unsigned i = 0; i < n; i++) {
+            extent_t *s = slab_of(ps[i]);
+            bool seen = s == cur;
+            for (unsigned j = 0; j < ns; j++)
+                seen |= sl[j] == s;
+            if (!seen)
+                sl[ns++] = s;
+        }
+        cr_assert_eq(ns, 4);
+        /* Regions to free: A 2, B 1, A 1 (A's second run), C nr - 1, D all. */
+        void **f = malloc((4 + 2 * (size_t)nr) * sizeof(void *));
+        unsigned nf = 0;
+        const unsigned counts[] = {2, 1, 1, nr - 1, nr};
+        const unsigned which[] = {0, 1, 0, 2, 3};
+        unsigned next_reg[4] = {0, 0, 0, 0};
+        for (unsigned r = 0; r < 5; r++)
+            for (unsigned k = 0; k < counts[r]; k++) {
+                unsigned j = which[r];
+                f[nf++] = (void *)(sl[j]->addr + (uintptr_t)next_reg[j]++ * bi->reg_size);
+            }
+        uint64_t nslabs0 = bin->stats.nslabs;
+        size_t curslabs0 = bin->stats.curslabs, curregs0 = bin->stats.curregs;
+        dalloc_all(b, f, nf);
+        cr_assert_eq(bin->stats.curregs, curregs0 - nf);
+        cr_assert_eq(bin->stats.curslabs, curslabs0 - 1, "bin %u: the emptied slab stayed", b);
+        cr_assert_eq(bin->stats.nonfull_slabs, 3, "bin %u: %zu slabs in the heaps, want 3", b,
+                     bin->stats.nonfull_slabs);
+        cr_assert_eq(sl[0]->nfree, 3);
+        cr_assert_eq(sl[1]->nfree, 1);
+        cr_assert_eq(sl[2]->nfree, nr - 1);
+        /* Their 3 + 1 + (nr - 1) free regions come back without a new slab. */
+        unsigned want = 3 + 1 + (nr - 1);
+        void **got = malloc(want * sizeof(void *));
+        cr_assert_eq(arena_fill_small(a, b, got, want), want);
+        cr_assert_eq(bin->stats.nslabs, nslabs0, "bin %u: a fill made a new slab while regions were free", b);
+        for (unsigned i = 0; i < want; i++) {
+            extent_t *s = slab_of(got[i]);
+            cr_assert(s == sl[0] || s == sl[1] || s == sl[2], "bin %u: region from an unexpected slab", b);
+        }
+        cr_assert_eq(sl[0]->nfree + sl[1]->nfree + sl[2]->nfree, 0);
+        /* Everything back: got, and what of ps was never in f. */
+        dalloc_all(b, got, want);
+        for (unsigned i = 0; i < n; i++) {
+            bool in_f = false;
+            for (unsigned k = 0; k < nf; k++)
+                in_f |= f[k] == ps[i];
+            if (!in_f)
+                dalloc_all(b, &ps[i], 1);
+        }
+        cr_assert_eq(bin->stats.curregs, regs_before, "bin %u: regions left", b);
+        free(f);
+        free(got);
+        free(ps);
+    }
+}
+
 Test(bin, fills_prefer_the_lowest_address_nonfull_slab)
 {
     arena_t *a = arena_get(AIND);

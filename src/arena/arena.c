@@ -179,13 +179,6 @@ MA_INLINE void slab_free_checked(extent_t *slab, unsigned binind, void *ptr)
         ma_fatal("free(): double free of %p", ptr);
 }
 
-static void bin_dalloc_locked(bin_t *bin, unsigned binind, extent_t *slab, void *ptr)
-{
-    unsigned old_nfree = slab->nfree;
-    slab_free_checked(slab, binind, ptr);
-    bin_slab_freed_locked(bin, binind, slab, old_nfree);
-}
-
 /* ---------------------------------------------------------------------
  * Remote frees: see bin_t.
  */
@@ -247,15 +240,25 @@ void arena_dalloc_small_batch(unsigned binind, void **ptrs, extent_t **slabs, un
         bin_t *bin = &arenas[ind]->bins[binind];
         unsigned keep = 0, done = 0;
         ma_mutex_lock(&bin->lock);
-        for (unsigned i = 0; i < n; i++) {
-            if (slabs[i]->arena_ind != ind) {
+        for (unsigned i = 0; i < n;) {
+            extent_t *slab = slabs[i];
+            if (slab->arena_ind != ind) {
                 ptrs[keep] = ptrs[i];
-                slabs[keep] = slabs[i];
+                slabs[keep] = slab;
                 keep++;
+                i++;
                 continue;
             }
-            bin_dalloc_locked(bin, binind, slabs[i], ptrs[i]);
-            done++;
+            /* A run of objects of one slab (a batch filled from it comes
+             * back together): free them all, then move the slab between
+             * fullness heaps once, not once per object. */
+            unsigned old_nfree = slab->nfree;
+            do {
+                slab_free_checked(slab, binind, ptrs[i]);
+                i++;
+                done++;
+            } while (i < n && slabs[i] == slab);
+            bin_slab_freed_locked(bin, binind, slab, old_nfree);
         }
         bin->stats.ndalloc += done;
         bin->stats.curregs -= done;
