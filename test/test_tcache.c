@@ -637,6 +637,43 @@ Test(tcache, remote_frees_go_home_unless_objects_own_their_cache_lines)
     }
 }
 
+/* A line-sized object of another arena that finds this thread's bin full
+ * goes home too (its slab's remote list) rather than flushing the bin: a
+ * thread that only frees others' objects would otherwise flush on almost
+ * every free. */
+Test(tcache, a_remote_free_into_a_full_bin_goes_home_without_a_flush)
+{
+    unsigned home = tsd_arena(tsd)->ind, narenas = 0;
+    size_t sz = sizeof(narenas);
+    cr_assert_eq(mallctl("arenas.narenas", &narenas, &sz, NULL, 0), 0);
+    remote_owner_t o = {.arena = (home + 1) % narenas};
+    pthread_t th = remote_owner_start(&o);
+    const unsigned i128 = sc_size2index(128);
+    unsigned n = 2 * cache_bin_ncached_max(bin_of(i128));
+    void **mine = malloc(n * sizeof(void *));
+    for (unsigned i = 0; i < n; i++)
+        mine[i] = malloc(128);
+    unsigned cap = cache_bin_ncached_max(bin_of(i128)), k = 0;
+    while (ncached(i128) < cap)
+        free(mine[k++]);
+    bin_t *own = &tsd_arena(tsd)->bins[i128], *theirs = &arenas[o.arena]->bins[i128];
+    uint64_t flushes = own->stats.nflushes;
+    void *top = bin_of(i128)->head[0];
+    for (int i = 0; i < REMOTE_N; i++)
+        free(o.lines[i]);
+    cr_assert_eq(ncached(i128), cap);
+    cr_assert_eq(bin_of(i128)->head[0], top, "the full bin took a remote object");
+    cr_assert_eq(own->stats.nflushes, flushes, "a remote free flushed this thread's bin");
+    cr_assert_not_null(ma_load_relaxed(&theirs->remote_slabs), "the owner's bin was not told of remote frees");
+    pthread_barrier_wait(&o.release);
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    for (int i = 0; i < REMOTE_N; i++)
+        free(o.small[i]);
+    for (unsigned i = k; i < n; i++)
+        free(mine[i]);
+    free(mine);
+}
+
 /* A remote list made circular by a double free is caught when collected. */
 Test(tcache, a_double_remote_free_is_caught_when_collected, .exit_code = 0, .signal = SIGABRT)
 {
