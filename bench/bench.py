@@ -85,18 +85,24 @@ def sig_name(num):
         return f"signal {num}"
 
 
-def run_one(binary_dir, wl, alloc, timeout, log_dir):
-    """Run a workload once under one allocator. Returns a dict with either
-    the parsed RESULT values or 'fail' (a short reason)."""
-    name, lib = alloc
-    argv = [os.path.join(binary_dir, wl.argv[0])] + wl.argv[1:]
+def run_program(cmd, env_set, timeout, log_path, log_header, clear=("LD_PRELOAD",),
+                reject=None, check=None):
+    """Run cmd (an argv list) once, at most timeout seconds, with this
+    environment minus the variables in `clear` plus env_set. Returns a dict:
+    "elapsed", and either the values of the program's last RESULT line or
+    "fail" (a short reason), with "log" (log_path, holding log_header, stdout
+    and stderr) and "stderr" (its last lines).
+    reject(err): the reason a run that exited 0 still failed, from its stderr
+    (or None). check(res, err): run on the RESULT values, may add some;
+    returns a reason to fail (or None). Used by bench.py, prof.py and
+    footprint.py."""
     env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
-    if lib:
-        env["LD_PRELOAD"] = lib
+    for k in clear:
+        env.pop(k, None)
+    env.update(env_set)
     t0 = time.monotonic()
     try:
-        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, errors="replace", start_new_session=True)
     except OSError as e:
         return {"fail": f"cannot run: {e}"}
@@ -111,8 +117,8 @@ def run_one(binary_dir, wl, alloc, timeout, log_dir):
         rc = None
     else:
         rc = proc.returncode
-    elapsed = time.monotonic() - t0
-    res = {"elapsed": elapsed}
+    res = {"elapsed": time.monotonic() - t0}
+    rejected = reject(err) if reject and rc == 0 else None
     if rc is None:
         res["fail"] = f"TIMEOUT >{timeout:g}s"
     elif rc < 0:
@@ -121,8 +127,8 @@ def run_one(binary_dir, wl, alloc, timeout, log_dir):
         res["fail"] = f"exit {rc}: verify"
     elif rc != 0:
         res["fail"] = f"exit {rc}"
-    elif "cannot be preloaded" in err:
-        res["fail"] = "preload failed"
+    elif rejected:
+        res["fail"] = rejected
     else:
         m = [l for l in out.splitlines() if l.startswith("RESULT ")]
         if not m:
@@ -134,17 +140,29 @@ def run_one(binary_dir, wl, alloc, timeout, log_dir):
                     res[k] = float(v)
                 except ValueError:
                     res[k] = v
-            if res.get("ops", 0) <= 0:
-                res["fail"] = "ops=0"
+            failed = check(res, err) if check else None
+            if failed:
+                res["fail"] = failed
     if "fail" in res:
-        os.makedirs(log_dir, exist_ok=True)
-        log = os.path.join(log_dir, f"{wl.name}-{wl.threads.replace('+', 'p')}-{name}.log")
-        with open(log, "w") as f:
-            f.write(f"status: {res['fail']}\ncommand: {' '.join(argv)}\nLD_PRELOAD={lib}\n"
-                    f"--- stdout\n{out}\n--- stderr\n{err}\n")
-        res["log"] = log
+        os.makedirs(os.path.dirname(log_path), exist_ok=True)
+        with open(log_path, "w") as f:
+            f.write(f"status: {res['fail']}\n{log_header}--- stdout\n{out}\n--- stderr\n{err}\n")
+        res["log"] = log_path
         res["stderr"] = err.strip().splitlines()[-3:]
     return res
+
+
+def run_one(binary_dir, wl, alloc, timeout, log_dir):
+    """Run a workload once under one allocator. Returns a dict with either
+    the parsed RESULT values or 'fail' (a short reason)."""
+    name, lib = alloc
+    argv = [os.path.join(binary_dir, wl.argv[0])] + wl.argv[1:]
+    log = os.path.join(log_dir, f"{wl.name}-{wl.threads.replace('+', 'p')}-{name}.log")
+    return run_program(
+        argv, {"LD_PRELOAD": lib} if lib else {}, timeout, log,
+        f"command: {' '.join(argv)}\nLD_PRELOAD={lib}\n",
+        reject=lambda err: "preload failed" if "cannot be preloaded" in err else None,
+        check=lambda res, err: "ops=0" if res.get("ops", 0) <= 0 else None)
 
 
 def probe(binary_dir, alloc):

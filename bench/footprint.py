@@ -15,13 +15,11 @@ import datetime
 import json
 import os
 import re
-import signal
 import statistics
-import subprocess
 import sys
 import time
 
-import bench as B  # bench/bench.py: probe, table, fmt_num, machine, git_commit, sig_name, rel
+import bench as B  # bench/bench.py: run_program, probe, table, fmt_num, machine, git_commit, rel
 
 PEERS = ("glibc", "jemalloc", "tcmalloc", "mimalloc")
 SLAB_PEERS = ("jemalloc", "tcmalloc", "mimalloc")
@@ -66,62 +64,23 @@ def workloads(scale, idle_ms, server_ms):
 
 
 def run_one(bindir, wl, lib, conf, timeout, log_dir, tag):
-    env = dict(os.environ)
-    for k in ("LD_PRELOAD", "MYALLOC_CONF", "MALLOC_CONF"):
-        env.pop(k, None)
-    if conf:
-        env["MYALLOC_CONF"] = conf
-    if lib:
-        env["LD_PRELOAD"] = lib
     cmd = [os.path.join(bindir, wl.argv[0])] + wl.argv[1:]
-    try:
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, errors="replace", start_new_session=True)
-    except OSError as e:
-        return {"fail": f"cannot run: {e}"}
-    try:
-        out, err = proc.communicate(timeout=timeout)
-        rc = proc.returncode
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        out, err = proc.communicate()
-        rc = None
-    res = {}
-    if rc is None:
-        res["fail"] = f"TIMEOUT >{timeout:g}s"
-    elif rc < 0:
-        res["fail"] = B.sig_name(-rc)
-    elif rc == 3 or "VERIFY FAILED" in err:
-        res["fail"] = f"exit {rc}: verify"
-    elif rc != 0:
-        res["fail"] = f"exit {rc}"
-    elif any(l.startswith("<myalloc>:") for l in err.splitlines()):
-        res["fail"] = "myalloc complained: " + [l for l in err.splitlines()
-                                                if l.startswith("<myalloc>:")][0][:120]
-    else:
-        m = [l for l in out.splitlines() if l.startswith("RESULT ")]
-        if not m:
-            res["fail"] = "no RESULT line"
-        else:
-            for kv in m[-1].split()[1:]:
-                k, _, v = kv.partition("=")
-                try:
-                    res[k] = float(v)
-                except ValueError:
-                    res[k] = v
+    env_set = {}
+    if conf:
+        env_set["MYALLOC_CONF"] = conf
+    if lib:
+        env_set["LD_PRELOAD"] = lib
+
+    def complained(err):
+        lines = [l for l in err.splitlines() if l.startswith("<myalloc>:")]
+        return "myalloc complained: " + lines[0][:120] if lines else None
+
+    res = B.run_program(cmd, env_set, timeout, os.path.join(log_dir, f"footprint-{wl.name}-{tag}.log"),
+                        f"command: {' '.join(cmd)}\nLD_PRELOAD={lib}\nMYALLOC_CONF={conf}\n",
+                        clear=("LD_PRELOAD", "MYALLOC_CONF", "MALLOC_CONF"), reject=complained)
     if "fail" in res:
-        os.makedirs(log_dir, exist_ok=True)
-        log = os.path.join(log_dir, f"footprint-{wl.name}-{tag}.log")
-        with open(log, "w") as f:
-            f.write(f"status: {res['fail']}\ncommand: {' '.join(cmd)}\nLD_PRELOAD={lib}\n"
-                    f"MYALLOC_CONF={conf}\n--- stdout\n{out}\n--- stderr\n{err}\n")
-        res["log"] = log
         res["cmd"] = (f"MYALLOC_CONF={conf} " if conf else "") + \
                      (f"LD_PRELOAD={lib} " if lib else "") + " ".join(cmd)
-        res["stderr"] = err.strip().splitlines()[-3:]
     return res
 
 

@@ -14,13 +14,11 @@ import datetime
 import json
 import os
 import re
-import signal
 import statistics
-import subprocess
 import sys
 import time
 
-import bench as B  # bench/bench.py: probe, table, fmt_num, machine, git_commit, sig_name
+import bench as B  # bench/bench.py: run_program, probe, table, fmt_num, machine, git_commit
 
 LG_COST = 12  # lg_prof_sample of the cost-per-sample runs
 SIZE_LIVE = 64  # object size of the memory runs
@@ -71,63 +69,24 @@ def run_one(bindir, argv, lib, conf, timeout, log_dir, tag):
     """Run argv[0] (a program in bindir) once with LD_PRELOAD=lib and the
     given environment (MYALLOC_CONF / MALLOC_CONF). Returns the RESULT values
     (and "stats_nsamples" from a myalloc statistics print) or {"fail": why}."""
-    env = dict(os.environ)
-    for k in ("LD_PRELOAD", "MYALLOC_CONF", "MALLOC_CONF"):
-        env.pop(k, None)
-    env.update(conf)
-    if lib:
-        env["LD_PRELOAD"] = lib
     cmd = [os.path.join(bindir, argv[0])] + argv[1:]
-    try:
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, errors="replace", start_new_session=True)
-    except OSError as e:
-        return {"fail": f"cannot run: {e}"}
-    try:
-        out, err = proc.communicate(timeout=timeout)
-        rc = proc.returncode
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        out, err = proc.communicate()
-        rc = None
-    res = {"cmd": " ".join(f"{k}={v}" for k, v in conf.items()) +
-           (f" LD_PRELOAD={lib}" if lib else "") + " " + " ".join(cmd)}
-    conf_err = [l for l in err.splitlines() if l.startswith(("<myalloc>:", "<jemalloc>:"))]
-    if rc is None:
-        res["fail"] = f"TIMEOUT >{timeout:g}s"
-    elif rc < 0:
-        res["fail"] = B.sig_name(-rc)
-    elif rc == 3 or "VERIFY FAILED" in err:
-        res["fail"] = f"exit {rc}: verify"
-    elif rc != 0:
-        res["fail"] = f"exit {rc}"
-    elif conf_err:
-        res["fail"] = "option rejected: " + conf_err[0][:120]
-    else:
-        m = [l for l in out.splitlines() if l.startswith("RESULT ")]
-        if not m:
-            res["fail"] = "no RESULT line"
-        else:
-            for kv in m[-1].split()[1:]:
-                k, _, v = kv.partition("=")
-                try:
-                    res[k] = float(v)
-                except ValueError:
-                    res[k] = v
-            ms = re.findall(r"^\s*prof\.nsamples:\s*(\d+)", err, re.M)
-            if ms:
-                res["stats_nsamples"] = float(ms[-1])
-    if "fail" in res:
-        os.makedirs(log_dir, exist_ok=True)
-        log = os.path.join(log_dir, f"prof-{tag}.log")
-        with open(log, "w") as f:
-            f.write(f"status: {res['fail']}\ncommand: {' '.join(cmd)}\nLD_PRELOAD={lib}\n"
-                    f"conf: {conf}\n--- stdout\n{out}\n--- stderr\n{err}\n")
-        res["log"] = log
-        res["stderr"] = err.strip().splitlines()[-3:]
+
+    def rejected(err):
+        conf_err = [l for l in err.splitlines() if l.startswith(("<myalloc>:", "<jemalloc>:"))]
+        return "option rejected: " + conf_err[0][:120] if conf_err else None
+
+    def nsamples(res, err):
+        ms = re.findall(r"^\s*prof\.nsamples:\s*(\d+)", err, re.M)
+        if ms:
+            res["stats_nsamples"] = float(ms[-1])
+        return None
+
+    res = B.run_program(cmd, dict(conf, **({"LD_PRELOAD": lib} if lib else {})), timeout,
+                        os.path.join(log_dir, f"prof-{tag}.log"),
+                        f"command: {' '.join(cmd)}\nLD_PRELOAD={lib}\nconf: {conf}\n",
+                        clear=("LD_PRELOAD", "MYALLOC_CONF", "MALLOC_CONF"), reject=rejected, check=nsamples)
+    res["cmd"] = " ".join(f"{k}={v}" for k, v in conf.items()) + \
+        (f" LD_PRELOAD={lib}" if lib else "") + " " + " ".join(cmd)
     return res
 
 
