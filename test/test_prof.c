@@ -145,46 +145,13 @@ static void check_binomial(const char *what, uint64_t k, double n, double p)
 }
 
 /* ---------------------------------------------------------------------
- * Temporary directory (one per test process), removed at the end.
+ * Files in the temporary directory (tu_tmp_make, test_util.h).
  */
 
-static char tmpdir[64];
-
-static void tmp_make(void)
-{
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/myalloc-prof.XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir));
-}
-
-static void tmp_cleanup(void)
-{
-    if (tmpdir[0] == '\0')
-        return;
-    DIR *d = opendir(tmpdir);
-    if (d != NULL) {
-        struct dirent *de;
-        char path[PATH_MAX];
-        while ((de = readdir(d)) != NULL) {
-            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-                continue;
-            snprintf(path, sizeof(path), "%s/%s", tmpdir, de->d_name);
-            unlink(path);
-        }
-        closedir(d);
-    }
-    rmdir(tmpdir);
-    tmpdir[0] = '\0';
-}
-
-static void tmp_path(char *buf, size_t len, const char *name)
-{
-    snprintf(buf, len, "%s/%s", tmpdir, name);
-}
-
-/* Names in tmpdir ending with suffix, sorted; returns how many. */
+/* Names in tu_tmpdir() ending with suffix, sorted; returns how many. */
 static int tmp_list(const char *suffix, char names[][256], int max)
 {
-    DIR *d = opendir(tmpdir);
+    DIR *d = opendir(tu_tmpdir());
     cr_assert_not_null(d);
     int n = 0;
     struct dirent *de;
@@ -204,7 +171,7 @@ static int tmp_list(const char *suffix, char names[][256], int max)
 }
 
 /* ---------------------------------------------------------------------
- * The probe (test/helpers/prof_probe.c) under LD_PRELOAD in tmpdir.
+ * The probe (test/helpers/prof_probe.c) under LD_PRELOAD in tu_tmpdir().
  */
 
 /* With stdout_file, the probe's stdout goes there and out gets its stderr
@@ -217,7 +184,7 @@ static int run_probe_split(const char *conf, const char *args, const char *stdou
     snprintf(probe, sizeof(probe), "%s/helpers/prof_probe", build);
     cr_assert_eq(access(lib, R_OK), 0, "no %s", lib);
     cr_assert_eq(access(probe, X_OK), 0, "no %s", probe);
-    snprintf(cmd, sizeof(cmd), "cd %s && MYALLOC_CONF='%s' LD_PRELOAD=%s %s %s%s%s", tmpdir, conf, lib, probe, args,
+    snprintf(cmd, sizeof(cmd), "cd %s && MYALLOC_CONF='%s' LD_PRELOAD=%s %s %s%s%s", tu_tmpdir(), conf, lib, probe, args,
              stdout_file != NULL ? " >" : "", stdout_file != NULL ? stdout_file : "");
     return tu_run(cmd, out, outlen);
 }
@@ -529,9 +496,9 @@ static void count_job_free(count_job_t *j)
     j->keep = NULL;
 }
 
-Test(prof, prof_active_starts_sampling_in_a_process_started_without_prof, .fini = tmp_cleanup)
+Test(prof, prof_active_starts_sampling_in_a_process_started_without_prof, .fini = tu_tmp_cleanup)
 {
-    tmp_make();
+    tu_tmp_make();
     cr_assert_not(ctl_bool("opt.prof"), "the test process must start without prof:true");
     cr_assert_not(ctl_bool("prof.active"));
     uint64_t nsamples0 = ctl_u64("prof.nsamples");
@@ -556,7 +523,7 @@ Test(prof, prof_active_starts_sampling_in_a_process_started_without_prof, .fini 
                  (unsigned long long)on.nsamples_delta, (unsigned long long)on.sampled);
 
     char path[256];
-    tmp_path(path, sizeof(path), "on.heap");
+    tu_tmp_path(path, sizeof(path), "on.heap");
     cr_assert_eq(dump_to(path), 0);
     profile_t p;
     profile_load(path, &p);
@@ -571,11 +538,11 @@ Test(prof, prof_active_starts_sampling_in_a_process_started_without_prof, .fini 
     count_job_free(&on);
 }
 
-Test(prof, prof_true_prof_active_false_samples_nothing_until_prof_active, .fini = tmp_cleanup)
+Test(prof, prof_true_prof_active_false_samples_nothing_until_prof_active, .fini = tu_tmp_cleanup)
 {
-    tmp_make();
+    tu_tmp_make();
     char path[256], out[1 << 14];
-    tmp_path(path, sizeof(path), "inactive.heap");
+    tu_tmp_path(path, sizeof(path), "inactive.heap");
     char args[512];
     snprintf(args, sizeof(args), "inactive 20000 256 %s", path);
     int rc = run_probe("prof:true,prof_active:false,lg_prof_sample:10,prof_seed:5", args, out, sizeof(out));
@@ -677,9 +644,9 @@ Test(prof, thread_active_init_false_makes_new_threads_inactive)
     count_job_free(&k);
 }
 
-Test(prof, prof_thread_active_init_option, .fini = tmp_cleanup)
+Test(prof, prof_thread_active_init_option, .fini = tu_tmp_cleanup)
 {
-    tmp_make();
+    tu_tmp_make();
     char out[1 << 14];
     int rc = run_probe("prof:true,prof_thread_active_init:false,lg_prof_sample:8,prof_seed:3", "thread_init 20000 100",
                        out, sizeof(out));
@@ -733,16 +700,16 @@ static void *fmt_job(void *arg)
     return NULL;
 }
 
-Test(prof, dump_to_a_named_file_has_the_heap_v2_format, .fini = tmp_cleanup)
+Test(prof, dump_to_a_named_file_has_the_heap_v2_format, .fini = tu_tmp_cleanup)
 {
-    tmp_make();
+    tu_tmp_make();
     prof_start(12, 31, false); /* prof_accum's default: false */
     static fmt_job_t j;
     in_thread(fmt_job, &j);
     cr_assert_gt(j.small_sampled, 0);
     cr_assert_gt(j.large_sampled, 0);
     char path[256];
-    tmp_path(path, sizeof(path), "named.heap");
+    tu_tmp_path(path, sizeof(path), "named.heap");
     const char *before = strdup(self_maps());
     cr_assert_eq(dump_to(path), 0);
     const char *after = self_maps();
@@ -809,15 +776,15 @@ static void *accum_job(void *arg)
     return NULL;
 }
 
-Test(prof, prof_accum_counts_freed_objects_in_the_cumulative_pair, .fini = tmp_cleanup)
+Test(prof, prof_accum_counts_freed_objects_in_the_cumulative_pair, .fini = tu_tmp_cleanup)
 {
-    tmp_make();
+    tu_tmp_make();
     prof_start(10, 32, true);
     static accum_job_t j;
     in_thread(accum_job, &j);
     cr_assert_gt(j.nfreed_sampled, 0);
     char path[256];
-    tmp_path(path, sizeof(path), "accum.heap");
+    tu_tmp_path(path, sizeof(path), "accum.heap");
     cr_assert_eq(dump_to(path), 0);
     profile_t p;
     profile_load(path, &p);
@@ -864,12 +831,12 @@ static void check_seq_names(char names[][256], int n, const char *prefix, int pi
     }
 }
 
-Test(prof, dump_without_a_name_uses_the_prefix_pid_and_a_sequence, .fini = tmp_cleanup)
+Test(prof, dump_without_a_name_uses_the_prefix_pid_and_a_sequence, .fini = tu_tmp_cleanup)
 {
-    tmp_make();
+    tu_tmp_make();
     prof_start(12, 33, false);
     char prefix[256];
-    tmp_path(prefix, sizeof(prefix), "ctl");
+    tu_tmp_path(prefix, sizeof(prefix), "ctl");
     const char *pp = prefix;
     cr_assert_eq(mallctl("prof.prefix", NULL, NULL, &pp, sizeof(pp)), 0);
     for (int i = 0; i < 3; i++)
@@ -880,7 +847,7 @@ Test(prof, dump_without_a_name_uses_the_prefix_pid_and_a_sequence, .fini = tmp_c
     check_seq_names(names, n, "ctl", (int)getpid(), 'm');
     for (int i = 0; i < n; i++) {
         char path[600];
-        snprintf(path, sizeof(path), "%s/%s", tmpdir, names[i]);
+        snprintf(path, sizeof(path), "%s/%s", tu_tmpdir(), names[i]);
         profile_t p;
         profile_load(path, &p);
         cr_assert_eq(p.R, 4096);
@@ -888,11 +855,11 @@ Test(prof, dump_without_a_name_uses_the_prefix_pid_and_a_sequence, .fini = tmp_c
     }
 }
 
-Test(prof, prof_prefix_option_names_the_dumps, .fini = tmp_cleanup)
+Test(prof, prof_prefix_option_names_the_dumps, .fini = tu_tmp_cleanup)
 {
-    tmp_make();
+    tu_tmp_make();
     char conf[512], out[1 << 14];
-    snprintf(conf, sizeof(conf), "prof:true,prof_prefix:%s/opt,lg_prof_sample:10,prof_accum:true,prof_seed:4", tmpdir);
+    snprintf(conf, sizeof(conf), "prof:true,prof_prefix:%s/opt,lg_prof_sample:10,prof_accum:true,prof_seed:4", tu_tmpdir());
     int rc = run_probe(conf, "dumps 20000 128", out, sizeof(out));
     cr_assert_eq(rc, 0, "probe failed (%d):\n%s", rc, out);
     int pid = (int)kv_num(out, "pid");
@@ -903,7 +870,7 @@ Test(prof, prof_prefix_option_names_the_dumps, .fini = tmp_cleanup)
     unsigned long long live[2];
     for (int i = 0; i < 2; i++) {
         char path[600];
-        snprintf(path, sizeof(path), "%s/%s", tmpdir, names[i]);
+        snprintf(path, sizeof(path), "%s/%s", tu_tmpdir(), names[i]);
         profile_t p;
         profile_load(path, &p);
         cr_assert_eq(p.R, 1024);
@@ -931,12 +898,12 @@ Test(prof, dump_errors_are_reported)
     cr_assert_neq(mallctl("prof.dump", NULL, NULL, NULL, 0), 0);
 }
 
-Test(prof, prof_final_writes_an_f_profile_at_exit, .fini = tmp_cleanup)
+Test(prof, prof_final_writes_an_f_profile_at_exit, .fini = tu_tmp_cleanup)
 {
-    tmp_make();
+    tu_tmp_make();
     char conf[512], out[1 << 14];
     snprintf(conf, sizeof(conf), "prof:true,prof_final:true,prof_prefix:%s/fin,lg_prof_sample:10,prof_seed:6",
-             tmpdir);
+             tu_tmpdir());
     int rc = run_probe(conf, "final 10000 512", out, sizeof(out));
     cr_assert_eq(rc, 0, "probe failed (%d):\n%s", rc, out);
     char names[8][256];
@@ -944,7 +911,7 @@ Test(prof, prof_final_writes_an_f_profile_at_exit, .fini = tmp_cleanup)
     cr_assert_eq(n, 1, "%d profiles after exit, expected one .f.", n);
     check_seq_names(names, n, "fin", (int)kv_num(out, "pid"), 'f');
     char path[600];
-    snprintf(path, sizeof(path), "%s/%s", tmpdir, names[0]);
+    snprintf(path, sizeof(path), "%s/%s", tu_tmpdir(), names[0]);
     profile_t p;
     profile_load(path, &p);
     site_sum_t s = site_sum_at(&p, out, "site_a");
@@ -954,21 +921,21 @@ Test(prof, prof_final_writes_an_f_profile_at_exit, .fini = tmp_cleanup)
     profile_free(&p);
 
     /* Without prof_final nothing is written. */
-    snprintf(conf, sizeof(conf), "prof:true,prof_prefix:%s/nofin,lg_prof_sample:10", tmpdir);
+    snprintf(conf, sizeof(conf), "prof:true,prof_prefix:%s/nofin,lg_prof_sample:10", tu_tmpdir());
     rc = run_probe(conf, "final 1000 512", out, sizeof(out));
     cr_assert_eq(rc, 0, "probe failed (%d):\n%s", rc, out);
     cr_assert_eq(tmp_list(".heap", names, 8), 1);
 }
 
-Test(prof, prof_leak_estimates_the_unfreed_bytes, .fini = tmp_cleanup)
+Test(prof, prof_leak_estimates_the_unfreed_bytes, .fini = tu_tmp_cleanup)
 {
-    tmp_make();
+    tu_tmp_make();
     char err[1 << 16], stdout_file[256];
     const unsigned lg = 16;
     const size_t nobj = 4096, size = 16384; /* 64 MiB */
     char args[128];
     snprintf(args, sizeof(args), "leak %zu %zu", nobj, size);
-    tmp_path(stdout_file, sizeof(stdout_file), "stdout");
+    tu_tmp_path(stdout_file, sizeof(stdout_file), "stdout");
     /* err: the probe's stderr alone (the summary goes there). */
     int rc = run_probe_split("prof:true,prof_leak:true,lg_prof_sample:16,prof_seed:77", args, stdout_file, err,
                              sizeof(err));
@@ -1016,9 +983,9 @@ static void interval_case(unsigned lg_interval, size_t total)
 {
     char conf[512], args[128], out[1 << 14];
     static char names[1024][256];
-    tmp_cleanup();
-    tmp_make();
-    snprintf(conf, sizeof(conf), "prof:true,lg_prof_interval:%u,prof_prefix:%s/iv", lg_interval, tmpdir);
+    tu_tmp_cleanup();
+    tu_tmp_make();
+    snprintf(conf, sizeof(conf), "prof:true,lg_prof_interval:%u,prof_prefix:%s/iv", lg_interval, tu_tmpdir());
     snprintf(args, sizeof(args), "churn %zu 4096", total);
     int rc = run_probe(conf, args, out, sizeof(out));
     cr_assert_eq(rc, 0, "probe failed (%d):\n%s", rc, out);
@@ -1035,27 +1002,27 @@ static void interval_case(unsigned lg_interval, size_t total)
     cr_assert_eq(tmp_list(".heap", names, 1024), n, "other dumps than .i.");
     check_seq_names(names, n, "iv", (int)kv_num(out, "pid"), 'i');
     char path[600];
-    snprintf(path, sizeof(path), "%s/%s", tmpdir, names[n - 1]);
+    snprintf(path, sizeof(path), "%s/%s", tu_tmpdir(), names[n - 1]);
     profile_t p;
     profile_load(path, &p);
     profile_free(&p);
 }
 
-Test(prof, lg_prof_interval_dumps_once_per_interval_of_allocation, .fini = tmp_cleanup, .timeout = 60)
+Test(prof, lg_prof_interval_dumps_once_per_interval_of_allocation, .fini = tu_tmp_cleanup, .timeout = 60)
 {
     interval_case(20, (size_t)64 << 20);
     interval_case(22, (size_t)64 << 20);
     interval_case(17, (size_t)16 << 20);
 }
 
-Test(prof, gdump_writes_u_profiles_when_memory_grows_only, .fini = tmp_cleanup, .timeout = 60)
+Test(prof, gdump_writes_u_profiles_when_memory_grows_only, .fini = tu_tmp_cleanup, .timeout = 60)
 {
-    tmp_make();
+    tu_tmp_make();
     char conf[512], args[600], out[1 << 14], names[256][256];
-    snprintf(args, sizeof(args), "grow %s 128", tmpdir);
+    snprintf(args, sizeof(args), "grow %s 128", tu_tmpdir());
     /* R = 1 GiB: a sampled small object would map the sampled region's
      * first chunk (growth, rightly dumped) at a random moment. */
-    snprintf(conf, sizeof(conf), "prof:true,prof_gdump:true,lg_prof_sample:30,prof_seed:9,prof_prefix:%s/gd", tmpdir);
+    snprintf(conf, sizeof(conf), "prof:true,prof_gdump:true,lg_prof_sample:30,prof_seed:9,prof_prefix:%s/gd", tu_tmpdir());
     int rc = run_probe(conf, args, out, sizeof(out));
     cr_assert_eq(rc, 0, "probe failed (%d):\n%s", rc, out);
     cr_assert_eq(kv_num(out, "gdump"), 1);
@@ -1067,25 +1034,25 @@ Test(prof, gdump_writes_u_profiles_when_memory_grows_only, .fini = tmp_cleanup, 
     cr_assert_eq(n, grown);
     check_seq_names(names, n, "gd", (int)kv_num(out, "pid"), 'u');
     char path[600];
-    snprintf(path, sizeof(path), "%s/%s", tmpdir, names[n - 1]);
+    snprintf(path, sizeof(path), "%s/%s", tu_tmpdir(), names[n - 1]);
     profile_t p;
     profile_load(path, &p);
     profile_free(&p);
 
     /* prof.gdump set at run time does the same. */
-    tmp_cleanup();
-    tmp_make();
-    snprintf(args, sizeof(args), "grow %s 128 ctl", tmpdir);
-    snprintf(conf, sizeof(conf), "prof:true,lg_prof_sample:30,prof_seed:9,prof_prefix:%s/gd", tmpdir);
+    tu_tmp_cleanup();
+    tu_tmp_make();
+    snprintf(args, sizeof(args), "grow %s 128 ctl", tu_tmpdir());
+    snprintf(conf, sizeof(conf), "prof:true,lg_prof_sample:30,prof_seed:9,prof_prefix:%s/gd", tu_tmpdir());
     rc = run_probe(conf, args, out, sizeof(out));
     cr_assert_eq(rc, 0, "probe failed (%d):\n%s", rc, out);
     cr_assert_eq(kv_num(out, "gdump"), 1);
     cr_assert_geq(kv_num(out, "u_after_growth"), 1, "prof.gdump:true at run time wrote no .u. profile");
 
     /* And without it, none. */
-    tmp_cleanup();
-    tmp_make();
-    snprintf(args, sizeof(args), "grow %s 128", tmpdir);
+    tu_tmp_cleanup();
+    tu_tmp_make();
+    snprintf(args, sizeof(args), "grow %s 128", tu_tmpdir());
     rc = run_probe(conf, args, out, sizeof(out));
     cr_assert_eq(rc, 0, "probe failed (%d):\n%s", rc, out);
     cr_assert_eq(kv_num(out, "gdump"), 0);
@@ -1392,13 +1359,13 @@ static void *freed_job(void *arg)
     return NULL;
 }
 
-Test(prof, freed_sampled_objects_leave_the_live_counts_exactly, .fini = tmp_cleanup)
+Test(prof, freed_sampled_objects_leave_the_live_counts_exactly, .fini = tu_tmp_cleanup)
 {
-    tmp_make();
+    tu_tmp_make();
     sample_everything(45);
     static freed_job_t j;
-    tmp_path(j.dump1, sizeof(j.dump1), "before.heap");
-    tmp_path(j.dump2, sizeof(j.dump2), "after.heap");
+    tu_tmp_path(j.dump1, sizeof(j.dump1), "before.heap");
+    tu_tmp_path(j.dump2, sizeof(j.dump2), "after.heap");
     prof_totals_t t0, t1;
     prof_totals_get(&t0);
     in_thread(freed_job, &j);
@@ -1933,14 +1900,14 @@ Test(prof, frame_pointer_unwinder_records_the_call_site)
         in_thread(deep_job, &cases[i]);
 }
 
-Test(prof, prof_bt_fp_option_records_the_call_site_under_ld_preload, .fini = tmp_cleanup)
+Test(prof, prof_bt_fp_option_records_the_call_site_under_ld_preload, .fini = tu_tmp_cleanup)
 {
 #ifdef __clang__
     cr_skip_test("the probe's frame-pointer sites rely on GCC's optimize attribute");
 #endif
-    tmp_make();
+    tu_tmp_make();
     char path[256], args[512], out[1 << 14];
-    tmp_path(path, sizeof(path), "fp.heap");
+    tu_tmp_path(path, sizeof(path), "fp.heap");
     snprintf(args, sizeof(args), "fp 5000 1000 %s", path);
     int rc = run_probe("prof:true,prof_bt:fp,lg_prof_sample:10,prof_seed:8", args, out, sizeof(out));
     cr_assert_eq(rc, 0, "probe failed (%d):\n%s", rc, out);
@@ -1962,7 +1929,7 @@ Test(prof, prof_bt_fp_option_records_the_call_site_under_ld_preload, .fini = tmp
         }
     }
     /* The same probe with the default unwinder (the check can pass). */
-    tmp_path(path, sizeof(path), "gcc.heap");
+    tu_tmp_path(path, sizeof(path), "gcc.heap");
     snprintf(args, sizeof(args), "fp 5000 1000 %s", path);
     rc = run_probe("prof:true,lg_prof_sample:10,prof_seed:8", args, out, sizeof(out));
     cr_assert_eq(rc, 0, "probe failed (%d):\n%s", rc, out);
@@ -2004,9 +1971,9 @@ static void *churn_thread(void *arg)
     return NULL;
 }
 
-Test(prof, many_sampling_threads_neither_hang_nor_recurse, .timeout = 60, .fini = tmp_cleanup)
+Test(prof, many_sampling_threads_neither_hang_nor_recurse, .timeout = 60, .fini = tu_tmp_cleanup)
 {
-    tmp_make();
+    tu_tmp_make();
     prof_start(8, 71, true);
     uint64_t samples0 = ctl_u64("prof.nsamples"), skipped0 = ctl_u64("prof.nskipped");
     uint64_t sampled = 0;
@@ -2022,7 +1989,7 @@ Test(prof, many_sampling_threads_neither_hang_nor_recurse, .timeout = 60, .fini 
         for (int d = 0; d < 3; d++) {
             char path[256], name[32];
             snprintf(name, sizeof(name), "busy%d.%d.heap", round, d);
-            tmp_path(path, sizeof(path), name);
+            tu_tmp_path(path, sizeof(path), name);
             cr_assert_eq(dump_to(path), 0);
             profile_t p;
             profile_load(path, &p);
@@ -2138,19 +2105,19 @@ static double reader_estimate(const profile_t *p, const char *site, double *objs
     return bytes;
 }
 
-Test(prof, reset_changes_the_rate_zeroes_cumulative_and_keeps_live, .fini = tmp_cleanup)
+Test(prof, reset_changes_the_rate_zeroes_cumulative_and_keeps_live, .fini = tu_tmp_cleanup)
 {
-    tmp_make();
+    tu_tmp_make();
     prof_start(12, 81, true);
     static reset_job_t j1, j2;
     j1.site = reset_site_1;
     in_thread(reset_job, &j1);
     check_binomial("R = 4096", j1.sampled, 40000, p_sample((double)sc_s2u(256), 12));
     char d1[256], d2[256], d3[256], d4[256];
-    tmp_path(d1, sizeof(d1), "1.heap");
-    tmp_path(d2, sizeof(d2), "2.heap");
-    tmp_path(d3, sizeof(d3), "3.heap");
-    tmp_path(d4, sizeof(d4), "4.heap");
+    tu_tmp_path(d1, sizeof(d1), "1.heap");
+    tu_tmp_path(d2, sizeof(d2), "2.heap");
+    tu_tmp_path(d3, sizeof(d3), "3.heap");
+    tu_tmp_path(d4, sizeof(d4), "4.heap");
     cr_assert_eq(dump_to(d1), 0);
     prof_totals_t t1, t2;
     prof_totals_get(&t1);
@@ -2264,10 +2231,10 @@ static int fork_child(int i)
     if (sampled == 0)
         return 3;
     char path[300], cpath[300];
-    snprintf(path, sizeof(path), "%s/child%d.heap", tmpdir, i);
+    snprintf(path, sizeof(path), "%s/child%d.heap", tu_tmpdir(), i);
     if (dump_to(path) != 0)
         return 4;
-    snprintf(cpath, sizeof(cpath), "%s/child%d.count", tmpdir, i);
+    snprintf(cpath, sizeof(cpath), "%s/child%d.count", tu_tmpdir(), i);
     FILE *f = fopen(cpath, "w");
     if (f == NULL)
         return 5;
@@ -2278,9 +2245,9 @@ static int fork_child(int i)
     return 0;
 }
 
-Test(prof, a_forked_child_samples_and_dumps, .fini = tmp_cleanup, .timeout = 120)
+Test(prof, a_forked_child_samples_and_dumps, .fini = tu_tmp_cleanup, .timeout = 120)
 {
-    tmp_make();
+    tu_tmp_make();
     prof_start(8, 91, false);
     pthread_t bg;
     cr_assert_eq(pthread_create(&bg, NULL, fork_background, NULL), 0);
@@ -2295,8 +2262,8 @@ Test(prof, a_forked_child_samples_and_dumps, .fini = tmp_cleanup, .timeout = 120
         cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %d: %s %d", i,
                   WIFEXITED(st) ? "exit status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
         char path[300], cpath[300];
-        snprintf(path, sizeof(path), "%s/child%d.heap", tmpdir, i);
-        snprintf(cpath, sizeof(cpath), "%s/child%d.count", tmpdir, i);
+        snprintf(path, sizeof(path), "%s/child%d.heap", tu_tmpdir(), i);
+        snprintf(cpath, sizeof(cpath), "%s/child%d.count", tu_tmpdir(), i);
         char *cnt = read_file(cpath, NULL);
         unsigned long long sampled = strtoull(cnt, NULL, 10);
         free(cnt);
@@ -2311,7 +2278,7 @@ Test(prof, a_forked_child_samples_and_dumps, .fini = tmp_cleanup, .timeout = 120
     pthread_join(bg, NULL);
     /* The parent still samples and dumps. */
     char path[300];
-    tmp_path(path, sizeof(path), "parent.heap");
+    tu_tmp_path(path, sizeof(path), "parent.heap");
     cr_assert_eq(dump_to(path), 0);
     profile_t p;
     profile_load(path, &p);

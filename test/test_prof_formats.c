@@ -121,46 +121,13 @@ static size_t nrecords(void)
 }
 
 /* ---------------------------------------------------------------------
- * Temporary directory, removed at the end (like test_prof.c).
+ * Files in the temporary directory (tu_tmp_make, test_util.h).
  */
 
-static char tmpdir[64];
-
-static void tmp_make(void)
-{
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/myalloc-fmt.XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir));
-}
-
-static void tmp_cleanup(void)
-{
-    if (tmpdir[0] == '\0')
-        return;
-    DIR *d = opendir(tmpdir);
-    if (d != NULL) {
-        struct dirent *de;
-        char path[PATH_MAX];
-        while ((de = readdir(d)) != NULL) {
-            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-                continue;
-            snprintf(path, sizeof(path), "%s/%s", tmpdir, de->d_name);
-            unlink(path);
-        }
-        closedir(d);
-    }
-    rmdir(tmpdir);
-    tmpdir[0] = '\0';
-}
-
-static void tmp_path(char *buf, size_t len, const char *name)
-{
-    snprintf(buf, len, "%s/%s", tmpdir, name);
-}
-
-/* The one name in tmpdir ending with suffix (asserts there is one). */
+/* The one name in tu_tmpdir() ending with suffix (asserts there is one). */
 static void tmp_find(const char *suffix, char *name, size_t len)
 {
-    DIR *d = opendir(tmpdir);
+    DIR *d = opendir(tu_tmpdir());
     cr_assert_not_null(d);
     int n = 0;
     struct dirent *de;
@@ -173,12 +140,12 @@ static void tmp_find(const char *suffix, char *name, size_t len)
         }
     }
     closedir(d);
-    cr_assert_eq(n, 1, "%d files ending in %s in %s", n, suffix, tmpdir);
+    cr_assert_eq(n, 1, "%d files ending in %s in %s", n, suffix, tu_tmpdir());
 }
 
 static int tmp_count(const char *suffix)
 {
-    DIR *d = opendir(tmpdir);
+    DIR *d = opendir(tu_tmpdir());
     cr_assert_not_null(d);
     int n = 0;
     struct dirent *de;
@@ -196,7 +163,7 @@ static int run_probe(const char *conf, const char *probe, const char *args, char
 {
     char build[PATH_MAX], cmd[8192];
     cr_assert_not_null(realpath(tu_build_dir(), build), "build dir %s", tu_build_dir());
-    snprintf(cmd, sizeof(cmd), "cd %s && MYALLOC_CONF='%s' LD_PRELOAD=%s/libmyalloc.so %s %s", tmpdir, conf, build,
+    snprintf(cmd, sizeof(cmd), "cd %s && MYALLOC_CONF='%s' LD_PRELOAD=%s/libmyalloc.so %s %s", tu_tmpdir(), conf, build,
              probe, args);
     return tu_run(cmd, out, outlen);
 }
@@ -363,17 +330,17 @@ static void *pp_worker(void *arg)
 }
 
 Test(prof_formats, pprof_is_read_by_go_tool_pprof_plain_and_gzipped_with_our_totals, .timeout = 300,
-     .fini = tmp_cleanup)
+     .fini = tu_tmp_cleanup)
 {
     if (!have("go") || !have("gzip"))
         cr_skip_test("go (golang-go) or gzip not installed");
-    tmp_make();
+    tu_tmp_make();
     static pp_run_t run;
     prof_start(14, 11, true);
     in_thread(pp_worker, &run);
     char gz[256], plain[256], cmd[1024], out[1 << 16];
-    tmp_path(gz, sizeof(gz), "p.pb.gz");
-    tmp_path(plain, sizeof(plain), "p.pb");
+    tu_tmp_path(gz, sizeof(gz), "p.pb.gz");
+    tu_tmp_path(plain, sizeof(plain), "p.pb");
     dump_as("pprof", gz);
     prof_totals_t t;
     prof_totals_get(&t);
@@ -416,26 +383,26 @@ Test(prof_formats, pprof_is_read_by_go_tool_pprof_plain_and_gzipped_with_our_tot
  */
 
 Test(prof_formats, pprof_names_functions_with_the_binary_and_libraries_deleted, .timeout = 300,
-     .fini = tmp_cleanup)
+     .fini = tu_tmp_cleanup)
 {
     if (!have("go"))
         cr_skip_test("go (golang-go) not installed");
-    tmp_make();
+    tu_tmp_make();
     char build[PATH_MAX], cmd[8192], out[1 << 16];
     cr_assert_not_null(realpath(tu_build_dir(), build));
     snprintf(cmd, sizeof(cmd), "cp %s %s/probe && cp %s/helpers/libprof_nog.so %s/helpers/libprof_stripped.so %s/",
-             probe_path(), tmpdir, build, build, tmpdir);
+             probe_path(), tu_tmpdir(), build, build, tu_tmpdir());
     cr_assert_eq(tu_run(cmd, out, sizeof(out)), 0, "%s", out);
     char args[512];
-    snprintf(args, sizeof(args), "sites %s %s", tmpdir, tmpdir);
+    snprintf(args, sizeof(args), "sites %s %s", tu_tmpdir(), tu_tmpdir());
     int rc = run_probe("prof:true,lg_prof_sample:14,prof_seed:5", "./probe", args, out, sizeof(out));
     cr_assert_eq(rc, 0, "probe failed (%d):\n%s", rc, out);
-    snprintf(cmd, sizeof(cmd), "rm %s/probe %s/libprof_nog.so %s/libprof_stripped.so", tmpdir, tmpdir, tmpdir);
+    snprintf(cmd, sizeof(cmd), "rm %s/probe %s/libprof_nog.so %s/libprof_stripped.so", tu_tmpdir(), tu_tmpdir(), tu_tmpdir());
     cr_assert_eq(tu_run(cmd, out, sizeof(out)), 0, "%s", out);
 
     char heap[256], pb[256];
-    tmp_path(heap, sizeof(heap), "live.heap");
-    tmp_path(pb, sizeof(pb), "live.pb.gz");
+    tu_tmp_path(heap, sizeof(heap), "live.heap");
+    tu_tmp_path(pb, sizeof(pb), "live.pb.gz");
     tprof_t tp;
     tprof_load(heap, &tp);
     double b = pprof_total(NULL, pb, "inuse_space", out, sizeof(out));
@@ -625,14 +592,14 @@ SITE void *flame_worker(void *arg)
     return NULL;
 }
 
-Test(prof_formats, folded_stacks_are_root_first_with_unbiased_live_bytes, .fini = tmp_cleanup)
+Test(prof_formats, folded_stacks_are_root_first_with_unbiased_live_bytes, .fini = tu_tmp_cleanup)
 {
-    tmp_make();
+    tu_tmp_make();
     static void **keep;
     prof_start(14, 21, false);
     in_thread(flame_worker, &keep);
     char path[256];
-    tmp_path(path, sizeof(path), "f.folded");
+    tu_tmp_path(path, sizeof(path), "f.folded");
     dump_as("folded", path);
     prof_totals_t t;
     prof_totals_get(&t);
@@ -665,16 +632,16 @@ Test(prof_formats, folded_stacks_are_root_first_with_unbiased_live_bytes, .fini 
     free(text);
 }
 
-Test(prof_formats, svg_flame_graph_parses_as_xml_and_names_the_call_sites, .fini = tmp_cleanup)
+Test(prof_formats, svg_flame_graph_parses_as_xml_and_names_the_call_sites, .fini = tu_tmp_cleanup)
 {
     if (!have("xmllint"))
         cr_skip_test("xmllint (libxml2-utils) not installed");
-    tmp_make();
+    tu_tmp_make();
     static void **keep;
     prof_start(14, 22, false);
     in_thread(flame_worker, &keep);
     char path[256], cmd[1024], out[1 << 14];
-    tmp_path(path, sizeof(path), "f.svg");
+    tu_tmp_path(path, sizeof(path), "f.svg");
     dump_as("svg", path);
     prof_totals_t t;
     prof_totals_get(&t); /* before popen allocates */
@@ -784,15 +751,15 @@ static void check_site(const char *what, const est_t *e, const truth_t *t)
                   e->objs, t->objs, so);
 }
 
-Test(prof_formats, peak_profile_shows_the_peak_sites_after_they_are_freed, .timeout = 120, .fini = tmp_cleanup)
+Test(prof_formats, peak_profile_shows_the_peak_sites_after_they_are_freed, .timeout = 120, .fini = tu_tmp_cleanup)
 {
-    tmp_make();
+    tu_tmp_make();
     static peak_run_t run;
     prof_start(PEAK_LG, 31, false);
     in_thread(peak_worker, &run);
     char path[256], now[256];
-    tmp_path(path, sizeof(path), "peak.heap");
-    tmp_path(now, sizeof(now), "now.heap");
+    tu_tmp_path(path, sizeof(path), "peak.heap");
+    tu_tmp_path(now, sizeof(now), "now.heap");
     set_format("text");
     const char *p = path;
     cr_assert_eq(mallctl("prof.dump_peak", NULL, NULL, &p, sizeof(p)), 0);
@@ -819,7 +786,7 @@ Test(prof_formats, peak_profile_shows_the_peak_sites_after_they_are_freed, .time
 
     /* Without a name: <prefix>.<pid>.<seq>.p.<suffix>, in the current format. */
     char prefix[256], name[256], want[64];
-    tmp_path(prefix, sizeof(prefix), "pk");
+    tu_tmp_path(prefix, sizeof(prefix), "pk");
     const char *pp = prefix;
     cr_assert_eq(mallctl("prof.prefix", NULL, NULL, &pp, sizeof(pp)), 0);
     set_format("folded");
@@ -828,7 +795,7 @@ Test(prof_formats, peak_profile_shows_the_peak_sites_after_they_are_freed, .time
     snprintf(want, sizeof(want), "pk.%d.", (int)getpid());
     cr_assert_eq(strncmp(name, want, strlen(want)), 0, "%s", name);
     char fpath[512];
-    snprintf(fpath, sizeof(fpath), "%s/%s", tmpdir, name);
+    snprintf(fpath, sizeof(fpath), "%s/%s", tu_tmpdir(), name);
     char *folded = slurp(fpath, NULL);
     cr_assert_not_null(strstr(folded, ";site_peak_b "), "%s", folded);
     cr_assert_null(strstr(folded, "site_after_peak"), "%s", folded);
@@ -866,14 +833,14 @@ static void *resid_worker(void *arg)
     return NULL;
 }
 
-Test(prof_formats, residency_of_sampled_objects_per_record, .timeout = 120, .fini = tmp_cleanup)
+Test(prof_formats, residency_of_sampled_objects_per_record, .timeout = 120, .fini = tu_tmp_cleanup)
 {
-    tmp_make();
+    tu_tmp_make();
     static void **keep;
     prof_start(12, 41, false);
     in_thread(resid_worker, &keep);
     char path[256], out[1 << 16];
-    tmp_path(path, sizeof(path), "r.heap");
+    tu_tmp_path(path, sizeof(path), "r.heap");
     dump_as("text", path);
     tprof_t tp;
     tprof_load(path, &tp);
@@ -891,7 +858,7 @@ Test(prof_formats, residency_of_sampled_objects_per_record, .timeout = 120, .fin
     /* The same through pprof's resident_space. */
     if (have("go")) {
         char pb[256], cmd[1024];
-        tmp_path(pb, sizeof(pb), "r.pb.gz");
+        tu_tmp_path(pb, sizeof(pb), "r.pb.gz");
         dump_as("pprof", pb);
         snprintf(cmd, sizeof(cmd),
                  "HOME=${HOME:-/tmp} go tool pprof -top -unit=B -sample_index=resident_space %s %s | "
@@ -937,17 +904,17 @@ Test(prof_formats, prof_format_mallctl_reads_writes_and_rejects)
     cr_assert_eq(mallctl("prof.dump_peak", &f, &sz, NULL, 0), EPERM, "write-only");
 }
 
-Test(prof_formats, prof_format_option_names_the_automatic_dumps, .timeout = 120, .fini = tmp_cleanup)
+Test(prof_formats, prof_format_option_names_the_automatic_dumps, .timeout = 120, .fini = tu_tmp_cleanup)
 {
     static const struct {
         const char *format, *suffix;
     } cases[] = {{"pprof", ".f.pb.gz"}, {"folded", ".f.folded"}, {"svg", ".f.svg"}, {"text", ".f.heap"}};
     char conf[512], out[1 << 14], name[256], path[512], cmd[1024], want[64];
     for (size_t i = 0; i < MA_ARRAY_LEN(cases); i++) {
-        tmp_cleanup();
-        tmp_make();
+        tu_tmp_cleanup();
+        tu_tmp_make();
         snprintf(conf, sizeof(conf), "prof:true,prof_final:true,lg_prof_sample:12,prof_format:%s,prof_prefix:%s/auto",
-                 cases[i].format, tmpdir);
+                 cases[i].format, tu_tmpdir());
         int rc = run_probe(conf, probe_path(), "churn 4000000", out, sizeof(out));
         cr_assert_eq(rc, 0, "probe failed (%d):\n%s", rc, out);
         char fl[64];
@@ -957,7 +924,7 @@ Test(prof_formats, prof_format_option_names_the_automatic_dumps, .timeout = 120,
         snprintf(want, sizeof(want), "auto.");
         cr_assert_eq(strncmp(name, want, strlen(want)), 0, "%s", name);
         cr_assert_eq(tmp_count(""), 1, "one file only");
-        snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
+        snprintf(path, sizeof(path), "%s/%s", tu_tmpdir(), name);
         struct stat st;
         cr_assert_eq(stat(path, &st), 0);
         cr_assert_gt(st.st_size, 40, "%s is nearly empty", name);
@@ -967,8 +934,8 @@ Test(prof_formats, prof_format_option_names_the_automatic_dumps, .timeout = 120,
         }
     }
     /* A bad value: one line on stderr naming it, and the default. */
-    tmp_cleanup();
-    tmp_make();
+    tu_tmp_cleanup();
+    tu_tmp_make();
     int rc = run_probe("prof:true,prof_format:xml", probe_path(), "churn 1000", out, sizeof(out));
     cr_assert_eq(rc, 0, "%s", out);
     cr_assert_not_null(strstr(out, "prof_format"), "no message naming the bad option:\n%s", out);
@@ -977,31 +944,31 @@ Test(prof_formats, prof_format_option_names_the_automatic_dumps, .timeout = 120,
 
 /* Interval dumps run inside malloc's slow path: every format there, valid,
  * with no recursion or deadlock; and a peak dump from a probe. */
-Test(prof_formats, interval_dumps_inside_malloc_in_every_format, .timeout = 300, .fini = tmp_cleanup)
+Test(prof_formats, interval_dumps_inside_malloc_in_every_format, .timeout = 300, .fini = tu_tmp_cleanup)
 {
     static const char *const formats[] = {"pprof", "folded", "svg"};
     static const char *const suffixes[] = {".i.pb.gz", ".i.folded", ".i.svg"};
     char conf[512], out[1 << 14], cmd[1024];
     for (size_t i = 0; i < MA_ARRAY_LEN(formats); i++) {
-        tmp_cleanup();
-        tmp_make();
+        tu_tmp_cleanup();
+        tu_tmp_make();
         snprintf(conf, sizeof(conf), "prof:true,lg_prof_sample:14,lg_prof_interval:23,prof_format:%s,prof_prefix:%s/iv",
-                 formats[i], tmpdir);
+                 formats[i], tu_tmpdir());
         int rc = run_probe(conf, probe_path(), "churn 67108864", out, sizeof(out));
         cr_assert_eq(rc, 0, "probe failed (%d):\n%s", rc, out);
         int n = tmp_count(suffixes[i]);
         cr_assert_geq(n, 4, "%s: %d interval dumps for 64 MiB at 8 MiB", formats[i], n);
         if (strcmp(formats[i], "pprof") == 0 && have("gzip"))
-            snprintf(cmd, sizeof(cmd), "cd %s && for f in *.i.pb.gz; do gzip -t $f || exit 1; done", tmpdir);
+            snprintf(cmd, sizeof(cmd), "cd %s && for f in *.i.pb.gz; do gzip -t $f || exit 1; done", tu_tmpdir());
         else if (strcmp(formats[i], "svg") == 0 && have("xmllint"))
-            snprintf(cmd, sizeof(cmd), "cd %s && xmllint --noout *.i.svg", tmpdir);
+            snprintf(cmd, sizeof(cmd), "cd %s && xmllint --noout *.i.svg", tu_tmpdir());
         else
-            snprintf(cmd, sizeof(cmd), "cd %s && ! grep -v -E '^[^ ].* [0-9]+$' *.i.folded", tmpdir);
+            snprintf(cmd, sizeof(cmd), "cd %s && ! grep -v -E '^[^ ].* [0-9]+$' *.i.folded", tu_tmpdir());
         cr_assert_eq(tu_run(cmd, out, sizeof(out)), 0, "%s dumps are malformed:\n%s", formats[i], out);
     }
-    tmp_cleanup();
-    tmp_make();
-    snprintf(conf, sizeof(conf), "prof:true,lg_prof_sample:14,prof_format:svg,prof_prefix:%s/pk", tmpdir);
+    tu_tmp_cleanup();
+    tu_tmp_make();
+    snprintf(conf, sizeof(conf), "prof:true,lg_prof_sample:14,prof_format:svg,prof_prefix:%s/pk", tu_tmpdir());
     int rc = run_probe(conf, probe_path(), "peak", out, sizeof(out));
     cr_assert_eq(rc, 0, "probe failed (%d):\n%s", rc, out);
     cr_assert_eq(tmp_count(".p.svg"), 1);
@@ -1009,9 +976,9 @@ Test(prof_formats, interval_dumps_inside_malloc_in_every_format, .timeout = 300,
 
 /* A dump calls no malloc: this thread's allocation counter does not move
  * (an allocation inside the allocator would also risk deadlock). */
-Test(prof_formats, dumps_in_every_format_allocate_nothing, .fini = tmp_cleanup)
+Test(prof_formats, dumps_in_every_format_allocate_nothing, .fini = tu_tmp_cleanup)
 {
-    tmp_make();
+    tu_tmp_make();
     static void **keep;
     prof_start(12, 51, true);
     in_thread(flame_worker, &keep);
@@ -1021,7 +988,7 @@ Test(prof_formats, dumps_in_every_format_allocate_nothing, .fini = tmp_cleanup)
     static const char *const formats[] = {"text", "pprof", "folded", "svg"};
     for (size_t i = 0; i < MA_ARRAY_LEN(formats); i++) {
         char path[256];
-        tmp_path(path, sizeof(path), formats[i]);
+        tu_tmp_path(path, sizeof(path), formats[i]);
         set_format(formats[i]);
         uint64_t a0, d0, a1, d1;
         size_t sz = sizeof(uint64_t);
@@ -1091,14 +1058,14 @@ static const char *row_of(const char *out, const char *what)
     return NULL;
 }
 
-Test(prof_formats, myalloc_prof_prints_unbiased_bytes_with_standard_errors, .timeout = 120, .fini = tmp_cleanup)
+Test(prof_formats, myalloc_prof_prints_unbiased_bytes_with_standard_errors, .timeout = 120, .fini = tu_tmp_cleanup)
 {
-    tmp_make();
+    tu_tmp_make();
     static void **keep;
     prof_start(14, 61, true);
     in_thread(cli_worker, &keep);
     char path[256], cmd[1024], out[1 << 16];
-    tmp_path(path, sizeof(path), "c.heap");
+    tu_tmp_path(path, sizeof(path), "c.heap");
     dump_as("text", path);
     tprof_t tp;
     tprof_load(path, &tp);
@@ -1151,7 +1118,7 @@ Test(prof_formats, myalloc_prof_prints_unbiased_bytes_with_standard_errors, .tim
     cr_assert_eq(sscanf(tl, "total: %lf", &tb), 1);
     cr_assert_leq(fabs(tb - tp.acc_bytes), 1, "cumulative %.0f, formula %.1f", tb, tp.acc_bytes);
     /* Errors are reported. */
-    snprintf(cmd, sizeof(cmd), "%s %s/none.heap", tool_path(), tmpdir);
+    snprintf(cmd, sizeof(cmd), "%s %s/none.heap", tool_path(), tu_tmpdir());
     cr_assert_eq(tu_run(cmd, out, sizeof(out)), 1, "%s", out);
     snprintf(cmd, sizeof(cmd), "%s %s", tool_path(), self_exe());
     cr_assert_eq(tu_run(cmd, out, sizeof(out)), 1, "%s", out);

@@ -7,8 +7,10 @@
 #define MYALLOC_TEST_UTIL_H
 
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,6 +24,47 @@ static inline const char *tu_build_dir(void)
 {
     const char *b = getenv("MYALLOC_TEST_BUILD");
     return b != NULL ? b : "build/p12-q4-g2";
+}
+
+/* A temporary directory for one test process, /tmp/<test program>.XXXXXX:
+ * tu_tmp_make creates it, tu_tmp_cleanup removes its files and itself
+ * (usable as a Criterion .fini). */
+static inline char *tu_tmpdir(void)
+{
+    static char dir[64];
+    return dir;
+}
+
+static inline void tu_tmp_make(void)
+{
+    snprintf(tu_tmpdir(), 64, "/tmp/%s.XXXXXX", program_invocation_short_name);
+    cr_assert_not_null(mkdtemp(tu_tmpdir()));
+}
+
+static inline void tu_tmp_cleanup(void)
+{
+    char *dir = tu_tmpdir();
+    if (dir[0] == '\0')
+        return;
+    DIR *d = opendir(dir);
+    if (d != NULL) {
+        struct dirent *de;
+        char path[PATH_MAX];
+        while ((de = readdir(d)) != NULL) {
+            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                continue;
+            snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+            unlink(path);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+    dir[0] = '\0';
+}
+
+static inline void tu_tmp_path(char *buf, size_t len, const char *name)
+{
+    snprintf(buf, len, "%s/%s", tu_tmpdir(), name);
 }
 
 /* Run fn(arg) in a forked child with its stderr captured into out (NUL
