@@ -23,49 +23,47 @@
  * Helpers.
  */
 
+/* Read name into v, which must be exactly its size. */
+static void read_ctl(const char *name, void *v, size_t size)
+{
+    size_t len = size;
+    int r = mallctl(name, v, &len, NULL, 0);
+    cr_assert_eq(r, 0, "mallctl(\"%s\") = %d", name, r);
+    cr_assert_eq(len, size, "mallctl(\"%s\") wrote %zu bytes, %zu expected", name, len, size);
+}
+
 static unsigned read_unsigned(const char *name)
 {
     unsigned v;
-    size_t len = sizeof(v);
-    int r = mallctl(name, &v, &len, NULL, 0);
-    cr_assert_eq(r, 0, "mallctl(\"%s\") = %d", name, r);
+    read_ctl(name, &v, sizeof(v));
     return v;
 }
 
 static size_t read_size(const char *name)
 {
     size_t v;
-    size_t len = sizeof(v);
-    int r = mallctl(name, &v, &len, NULL, 0);
-    cr_assert_eq(r, 0, "mallctl(\"%s\") = %d", name, r);
-    cr_assert_eq(len, sizeof(v));
+    read_ctl(name, &v, sizeof(v));
     return v;
 }
 
 static uint64_t read_u64(const char *name)
 {
     uint64_t v;
-    size_t len = sizeof(v);
-    int r = mallctl(name, &v, &len, NULL, 0);
-    cr_assert_eq(r, 0, "mallctl(\"%s\") = %d", name, r);
+    read_ctl(name, &v, sizeof(v));
     return v;
 }
 
 static bool read_bool(const char *name)
 {
     bool v;
-    size_t len = sizeof(v);
-    int r = mallctl(name, &v, &len, NULL, 0);
-    cr_assert_eq(r, 0, "mallctl(\"%s\") = %d", name, r);
+    read_ctl(name, &v, sizeof(v));
     return v;
 }
 
 static const char *read_str(const char *name)
 {
     const char *v = NULL;
-    size_t len = sizeof(v);
-    int r = mallctl(name, &v, &len, NULL, 0);
-    cr_assert_eq(r, 0, "mallctl(\"%s\") = %d", name, r);
+    read_ctl(name, &v, sizeof(v));
     cr_assert_not_null(v, "%s is NULL", name);
     return v;
 }
