@@ -1352,23 +1352,10 @@ Test(stats_print, stats_print_option_prints_at_exit)
  * The docs name every option and every mallctl name.
  */
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    cr_assert_not_null(f, "cannot open %s (run from the repository root)", path);
-    static char buf[2][1 << 20];
-    static int which;
-    char *b = buf[which++ & 1];
-    size_t n = fread(b, 1, sizeof(buf[0]) - 1, f);
-    b[n] = '\0';
-    fclose(f);
-    return b;
-}
-
 Test(docs, every_option_and_every_mallctl_name_is_documented)
 {
-    const char *options = slurp("doc/options.md");
-    const char *mallctl_doc = slurp("doc/mallctl.md");
+    const char *options = tu_read_file("doc/options.md", NULL);
+    const char *mallctl_doc = tu_read_file("doc/mallctl.md", NULL);
     for (unsigned o = 0; o < conf_noptions; o++) {
         char want[128];
         snprintf(want, sizeof(want), "`%s`", conf_options[o].name);
@@ -1388,7 +1375,7 @@ Test(docs, every_option_and_every_mallctl_name_is_documented)
  * exit 0 (they use lib/libmyalloc.so, which make builds first). */
 static unsigned run_doc_examples(const char *doc, const char *tmpdir)
 {
-    const char *text = slurp(doc);
+    const char *text = tu_read_file(doc, NULL);
     unsigned n = 0;
     for (const char *s = text; (s = strstr(s, "\n```")) != NULL;) {
         s += 4;

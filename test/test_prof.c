@@ -253,25 +253,6 @@ typedef struct profile {
     const char *maps; /* what follows "MAPPED_LIBRARIES:\n" */
 } profile_t;
 
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "r");
-    cr_assert_not_null(f, "cannot open %s", path);
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    size_t r;
-    while ((r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += r;
-        if (n + 1 == cap)
-            buf = realloc(buf, cap *= 2);
-    }
-    buf[n] = '\0';
-    fclose(f);
-    if (len != NULL)
-        *len = n;
-    return buf;
-}
-
 static bool is_class_size(unsigned long long s)
 {
     return s > 0 && sc_s2u((size_t)s) == s;
@@ -286,7 +267,7 @@ static bool is_class_size(unsigned long long s)
 static void profile_load(const char *path, profile_t *p)
 {
     memset(p, 0, sizeof(*p));
-    p->text = read_file(path, NULL);
+    p->text = tu_read_file(path, NULL);
     regex_t hre, rre;
     cr_assert_eq(regcomp(&hre, "^heap profile: +[0-9]+: +[0-9]+ \\[ *[0-9]+: +[0-9]+\\] @ heap_v2/[0-9]+$",
                          REG_EXTENDED | REG_NOSUB), 0);
@@ -939,7 +920,7 @@ Test(prof, prof_leak_estimates_the_unfreed_bytes, .fini = tu_tmp_cleanup)
     /* err: the probe's stderr alone (the summary goes there). */
     int rc = run_probe_split("prof:true,prof_leak:true,lg_prof_sample:16,prof_seed:77", args, stdout_file, err,
                              sizeof(err));
-    char *out = read_file(stdout_file, NULL);
+    char *out = tu_read_file(stdout_file, NULL);
     cr_assert_eq(rc, 0, "probe failed (%d):\n%s\n%s", rc, out, err);
     double leaked = (double)kv_num(out, "leaked"), live = (double)kv_num(out, "live");
     cr_assert_eq(leaked, (double)(nobj * sc_s2u(size)));
@@ -2264,7 +2245,7 @@ Test(prof, a_forked_child_samples_and_dumps, .fini = tu_tmp_cleanup, .timeout = 
         char path[300], cpath[300];
         snprintf(path, sizeof(path), "%s/child%d.heap", tu_tmpdir(), i);
         snprintf(cpath, sizeof(cpath), "%s/child%d.count", tu_tmpdir(), i);
-        char *cnt = read_file(cpath, NULL);
+        char *cnt = tu_read_file(cpath, NULL);
         unsigned long long sampled = strtoull(cnt, NULL, 10);
         free(cnt);
         profile_t p;

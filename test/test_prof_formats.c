@@ -80,24 +80,6 @@ static const char *self_exe(void)
     return exe;
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "r");
-    cr_assert_not_null(f, "cannot open %s", path);
-    size_t cap = 1 << 16, n = 0, r;
-    char *buf = malloc(cap);
-    while ((r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += r;
-        if (n + 1 == cap)
-            buf = realloc(buf, cap *= 2);
-    }
-    buf[n] = '\0';
-    fclose(f);
-    if (len != NULL)
-        *len = n;
-    return buf;
-}
-
 static const char *sym_of(uint64_t ret_addr)
 {
     Dl_info info;
@@ -603,7 +585,7 @@ Test(prof_formats, folded_stacks_are_root_first_with_unbiased_live_bytes, .fini 
     dump_as("folded", path);
     prof_totals_t t;
     prof_totals_get(&t);
-    char *text = slurp(path, NULL);
+    char *text = tu_read_file(path, NULL);
     double sum = 0;
     unsigned lines = 0, a = 0, b = 0;
     for (char *save = NULL, *l = strtok_r(text, "\n", &save); l != NULL; l = strtok_r(NULL, "\n", &save)) {
@@ -650,7 +632,7 @@ Test(prof_formats, svg_flame_graph_parses_as_xml_and_names_the_call_sites, .fini
     snprintf(cmd, sizeof(cmd), "xmllint --xpath 'count(//*[local-name()=\"rect\"])' %s", path);
     cr_assert_eq(tu_run(cmd, out, sizeof(out)), 0, "%s", out);
     cr_assert_geq(atoi(out), 5, "rects: %s", out);
-    char *svg = slurp(path, NULL);
+    char *svg = tu_read_file(path, NULL);
     cr_assert(strncmp(svg, "<?xml", 5) == 0 && strstr(svg, "<svg ") != NULL);
     cr_assert_null(strstr(svg, "<script"), "self-contained, no script");
     cr_assert_null(strstr(svg, "href"), "no external reference");
@@ -796,7 +778,7 @@ Test(prof_formats, peak_profile_shows_the_peak_sites_after_they_are_freed, .time
     cr_assert_eq(strncmp(name, want, strlen(want)), 0, "%s", name);
     char fpath[512];
     snprintf(fpath, sizeof(fpath), "%s/%s", tu_tmpdir(), name);
-    char *folded = slurp(fpath, NULL);
+    char *folded = tu_read_file(fpath, NULL);
     cr_assert_not_null(strstr(folded, ";site_peak_b "), "%s", folded);
     cr_assert_null(strstr(folded, "site_after_peak"), "%s", folded);
     free(folded);

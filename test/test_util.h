@@ -26,6 +26,26 @@ static inline const char *tu_build_dir(void)
     return b != NULL ? b : "build/p12-q4-g2";
 }
 
+/* The whole file at path, NUL terminated (malloc'ed); its length in *len
+ * unless len is NULL. Paths are relative to the repository root. */
+static inline char *tu_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "cannot open %s", path);
+    size_t cap = 1 << 16, n = 0, r;
+    char *buf = malloc(cap);
+    while ((r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += r;
+        if (n + 1 == cap)
+            buf = realloc(buf, cap *= 2);
+    }
+    buf[n] = '\0';
+    fclose(f);
+    if (len != NULL)
+        *len = n;
+    return buf;
+}
+
 /* A temporary directory for one test process, /tmp/<test program>.XXXXXX:
  * tu_tmp_make creates it, tu_tmp_cleanup removes its files and itself
  * (usable as a Criterion .fini). */
