@@ -100,6 +100,25 @@ static void run_expect_abort(void (*fn)(void *), void *p, const char *what, cons
     expect_abort(st, out, what, shown);
 }
 
+/* Run test/helpers/safety_probe's scenario under LD_PRELOAD with
+ * tcache:false: it prints the pointer it is about to misuse, and must die
+ * by SIGABRT with one message saying `what` and naming that pointer. */
+static void probe_without_tcache_expect_abort(const char *scenario, const char *what)
+{
+    char cmd[2048], out[OUTLEN], so[PATH_MAX], path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/libmyalloc.so", tu_build_dir());
+    cr_assert_not_null(realpath(path, so), "no %s", path);
+    snprintf(cmd, sizeof(cmd), "MYALLOC_CONF=tcache:false LD_PRELOAD=%s %s/helpers/safety_probe %s; exit $?", so,
+             tu_build_dir(), scenario);
+    int rc = tu_run(cmd, out, sizeof(out));
+    void *p = NULL;
+    const char *s = strstr(out, "ptr=");
+    cr_assert_not_null(s, "helper printed no pointer: %s", out);
+    cr_assert_eq(sscanf(s, "ptr=%p", &p), 1);
+    cr_assert_eq(rc, 128 + SIGABRT, "expected SIGABRT (134), got %d:\n%s", rc, out);
+    check_message(out, what, p);
+}
+
 /* ---------------------------------------------------------------------
  * free() of pointers myalloc never returned.
  */
@@ -182,18 +201,7 @@ Test(safety, free_inside_small_object_caught_at_flush)
 
 Test(safety, free_inside_small_object_without_tcache)
 {
-    char cmd[2048], out[OUTLEN], so[PATH_MAX], path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/libmyalloc.so", tu_build_dir());
-    cr_assert_not_null(realpath(path, so), "no %s", path);
-    snprintf(cmd, sizeof(cmd), "MYALLOC_CONF=tcache:false LD_PRELOAD=%s %s/helpers/safety_probe small_interior_free; exit $?",
-             so, tu_build_dir());
-    int rc = tu_run(cmd, out, sizeof(out));
-    void *p = NULL;
-    const char *s = strstr(out, "ptr=");
-    cr_assert_not_null(s, "helper printed no pointer: %s", out);
-    cr_assert_eq(sscanf(s, "ptr=%p", &p), 1);
-    cr_assert_eq(rc, 128 + SIGABRT, "expected SIGABRT (134), got %d:\n%s", rc, out);
-    check_message(out, "invalid pointer", p);
+    probe_without_tcache_expect_abort("small_interior_free", "invalid pointer");
 }
 
 /* ---------------------------------------------------------------------
@@ -278,18 +286,7 @@ Test(safety, double_free_small_flushed_by_overflow)
 /* Without thread caches every free reaches the slab bitmap at once. */
 Test(safety, double_free_small_without_tcache)
 {
-    char cmd[2048], out[OUTLEN], so[PATH_MAX], path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/libmyalloc.so", tu_build_dir());
-    cr_assert_not_null(realpath(path, so), "no %s", path);
-    snprintf(cmd, sizeof(cmd), "MYALLOC_CONF=tcache:false LD_PRELOAD=%s %s/helpers/safety_probe small_double_free; exit $?",
-             so, tu_build_dir());
-    int rc = tu_run(cmd, out, sizeof(out));
-    void *p = NULL;
-    const char *s = strstr(out, "ptr=");
-    cr_assert_not_null(s, "helper printed no pointer: %s", out);
-    cr_assert_eq(sscanf(s, "ptr=%p", &p), 1);
-    cr_assert_eq(rc, 128 + SIGABRT, "expected SIGABRT (134), got %d:\n%s", rc, out);
-    check_message(out, "double free", p);
+    probe_without_tcache_expect_abort("small_double_free", "double free");
 }
 
 /* ---------------------------------------------------------------------
