@@ -29,6 +29,7 @@
 #define LG_SIZE_MAX 62          /* the last group starts at 2^62 */
 #define SMALL_MAXCLASS_MIN 32768
 #define SLAB_MIN_REGS 4
+#define SLAB_TAIL_FRAC 64
 #define SLAB_GROW_MAX ((uint64_t)128 << 10)
 #define LOOKUP_MAXCLASS 32768   /* sizes up to here use a table on the fast path (the default tcache_max: 8 KiB of table with a 16-byte quantum) */
 
@@ -37,24 +38,28 @@ typedef struct {
     uint64_t size;
 } cls_t;
 
-static uint64_t gcd(uint64_t a, uint64_t b)
-{
-    while (b) {
-        uint64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
-/* The slab of a small class: the fewest pages holding whole regions; for
- * the classes past jemalloc's small ones (extended), grown to SLAB_MIN_REGS
- * regions if that stays within SLAB_GROW_MAX. (Growing the slabs of 2, 4,
- * 8 and 12 KiB too cost 4% more RSS on make bench-footprint's frag
- * workload: bigger slabs stay partly used longer.) */
+/* The slab of a small class: the fewest pages whose tail (the bytes after
+ * the last whole region) is at most 1/SLAB_TAIL_FRAC of the slab; for the
+ * classes past jemalloc's small ones (extended), grown to SLAB_MIN_REGS
+ * regions if that stays within SLAB_GROW_MAX.
+ *
+ * Smaller slabs give memory back: a slab returns to the pool only when all
+ * its regions are free, and after a random 90% of a class is freed an
+ * n-region slab is entirely free with probability 0.9^n (35% at 10 regions,
+ * 3% at 32). jemalloc's rule (no tail at all) gives a 160 B class 5-page
+ * slabs of 128 regions; a tail of up to 1/64 gives it 2 pages of 51.
+ * Measured on the footprint workloads against the no-tail rule: final RSS
+ * -2.5% (frag), -4% (threads), -3.6% (server), for +1.4% instructions on
+ * frag. A looser bound costs more than it returns: at 1/16 (1-page slabs
+ * of 6 x 640 B) frag took 24% more CPU time, at 1/8 twice as much: every
+ * slab created and emptied goes through the extent pool. (Growing the
+ * slabs of 2, 4, 8 and 12 KiB likewise cost 4% more RSS on frag.) */
 static void slab_geometry(uint64_t size, uint64_t page, bool extended, uint64_t *pages, uint64_t *nregs)
 {
-    uint64_t p = size / gcd(size, page), r = p * page / size;
+    uint64_t p = 1;
+    while ((p * page) % size * SLAB_TAIL_FRAC > p * page)
+        p++;
+    uint64_t r = p * page / size;
     if (extended && r < SLAB_MIN_REGS) {
         uint64_t k = (SLAB_MIN_REGS + r - 1) / r;
         while (k > 1 && p * k * page > SLAB_GROW_MAX)
