@@ -2266,3 +2266,44 @@ Test(prof, a_forked_child_samples_and_dumps, .fini = tu_tmp_cleanup, .timeout = 
     cr_assert_eq(site_sum(&p, "fork_site").nrecs, 0, "the children's samples are in the parent's profile");
     profile_free(&p);
 }
+
+/* A fork while another thread is unwinding: the unwinder holds the loader's
+ * lock inside dl_iterate_phdr, which glibc's fork does not take, so unless
+ * the fork waits for the walk, the child's first sample waits for that lock
+ * forever (seen once in 150 runs of the test above). Here a thread samples
+ * every allocation, so some walk is in progress at most forks. */
+static void *walk_background(void *arg)
+{
+    (void)arg;
+    while (!fork_stop)
+        free(malloc(64));
+    return NULL;
+}
+
+Test(prof, a_fork_during_another_threads_walk_leaves_the_child_able_to_sample, .timeout = 120)
+{
+    prof_start(0, 92, false);
+    fork_stop = 0;
+    pthread_t bg;
+    cr_assert_eq(pthread_create(&bg, NULL, walk_background, NULL), 0);
+    int hung = 0;
+    for (int i = 0; i < 200; i++) {
+        pid_t pid = fork();
+        cr_assert_neq(pid, -1);
+        if (pid == 0) {
+            alarm(5);
+            free(malloc(64)); /* sampled (lg_prof_sample 0): a walk */
+            _exit(0);
+        }
+        int st;
+        cr_assert_eq(waitpid(pid, &st, 0), pid);
+        if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM) {
+            hung = i + 1;
+            break;
+        }
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %d: status %d", i, st);
+    }
+    fork_stop = 1;
+    pthread_join(bg, NULL);
+    cr_assert_eq(hung, 0, "child %d hung in its first sample", hung - 1);
+}

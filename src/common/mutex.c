@@ -8,14 +8,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#if defined(__x86_64__) || defined(__i386__)
-#define cpu_relax() __builtin_ia32_pause()
-#elif defined(__aarch64__)
-#define cpu_relax() __asm__ volatile("yield" ::: "memory")
-#else
-#define cpu_relax() __asm__ volatile("" ::: "memory")
-#endif
-
 /* Spins before sleeping: critical sections are a few hundred instructions,
  * so a holder running on another CPU usually lets go within them; a holder
  * that was preempted does not, and then sleeping is better than spinning. */
@@ -31,7 +23,7 @@ void ma_mutex_lock_slow(ma_mutex_t *mu)
         } else if (s == 2) {
             break; /* others are already asleep: queue behind them */
         }
-        cpu_relax();
+        ma_cpu_pause();
     }
     /* Announce a waiter (2) whenever we take or wait: the lock taken here
      * may have had sleepers, and its unlock must wake the next. */

@@ -19,6 +19,15 @@
 
 #include "common.h"
 
+/* A spin-wait's pause between reads of what another CPU will write. */
+#if defined(__x86_64__) || defined(__i386__)
+#define ma_cpu_pause() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define ma_cpu_pause() __asm__ volatile("yield" ::: "memory")
+#else
+#define ma_cpu_pause() __asm__ volatile("" ::: "memory")
+#endif
+
 /* state: 0 free; 1 held, nobody waiting; 2 held, waiters may be asleep on
  * the futex (so the unlock that finds 2 must wake one). A waiter sets 2
  * before sleeping, so a wake is never lost. */
@@ -39,6 +48,14 @@ MA_INLINE void ma_mutex_lock(ma_mutex_t *mu)
     if (unlikely(!__atomic_compare_exchange_n(&mu->state, &free_state, 1, false, __ATOMIC_ACQUIRE,
                                               __ATOMIC_RELAXED)))
         ma_mutex_lock_slow(mu);
+}
+
+/* Take it only if it is free now; never waits. */
+MA_INLINE bool ma_mutex_trylock(ma_mutex_t *mu)
+{
+    uint32_t free_state = 0;
+    return ma_load_relaxed(&mu->state) == 0 &&
+           __atomic_compare_exchange_n(&mu->state, &free_state, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
 }
 
 MA_INLINE void ma_mutex_unlock(ma_mutex_t *mu)

@@ -400,6 +400,7 @@ bool prof_residency_collect(void)
  * the run cache, the live list. */
 void prof_prefork(void)
 {
+    prof_bt_prefork();
     ma_mutex_prefork(&active_lock);
     prof_dump_prefork();
     prof_table_prefork();
@@ -416,6 +417,7 @@ void prof_postfork_parent(void)
     prof_table_postfork_parent();
     prof_dump_postfork_parent();
     ma_mutex_postfork_parent(&active_lock);
+    prof_bt_postfork_parent();
 }
 
 void prof_postfork_child(void)
@@ -427,4 +429,5 @@ void prof_postfork_child(void)
     prof_dump_postfork_child();
     prof_unwind_postfork_child();
     ma_mutex_postfork_child(&active_lock);
+    prof_bt_postfork_child();
 }
