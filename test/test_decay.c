@@ -743,17 +743,28 @@ Test(decay, malloc_trim_purges_everything_it_can)
     heap_destroy(&h);
 }
 
-/* Allocate and free bytes in arena x (this thread moves there and back);
- * the thread cache is flushed by the moves. */
-static void dirty_in_arena(unsigned x, size_t bytes, uint64_t seed)
+/* Allocate and free bytes in arenas x and y (this thread moves there and
+ * back; the moves flush its cache), leaving dirty pages in both pools. An
+ * arena short of dirty pages takes another's (extent_pool_share) and freed
+ * pages go back to the pool they came from: so first no pool has a dirty
+ * page, and both heaps are live at once. */
+static void dirty_in_arenas(unsigned x, unsigned y, size_t bytes, uint64_t seed)
 {
     unsigned home = my_arena();
+    ctl_do("arena.%zu.purge", ALL);
+    heap_t hx, hy;
     set_thread_arena(x);
-    heap_t h;
-    heap_init(&h, bytes, seed);
-    heap_alloc(&h, bytes, false, false);
-    heap_free(&h, 0);
-    heap_destroy(&h);
+    heap_init(&hx, bytes, seed);
+    heap_alloc(&hx, bytes, false, false);
+    set_thread_arena(y);
+    heap_init(&hy, bytes, seed + 1000);
+    heap_alloc(&hy, bytes, false, false);
+    set_thread_arena(x);
+    heap_free(&hx, 0);
+    heap_destroy(&hx);
+    set_thread_arena(y);
+    heap_free(&hy, 0);
+    heap_destroy(&hy);
     set_thread_arena(home);
 }
 
@@ -776,16 +787,16 @@ Test(decay, arenas_all_purge_and_decay)
     set_decay(y, -1, -1);
 
     /* purge */
-    dirty_in_arena(x, bytes, 10);
-    dirty_in_arena(y, bytes, 11);
+    dirty_in_arenas(x, y, bytes, 10);
     size_t dy = astat(y, "pdirty");
     cr_assert_geq(astat(x, "pdirty"), want);
     cr_assert_geq(dy, want);
     ctl_do("arena.%zu.purge", x);
     cr_assert_eq(astat(x, "pdirty"), 0, "arena.%u.purge", x);
     cr_assert_eq(astat(y, "pdirty"), dy, "arena.%u.purge touched arena %u", x, y);
-    dirty_in_arena(x, bytes, 12);
+    dirty_in_arenas(x, y, bytes, 12);
     cr_assert_geq(astat(x, "pdirty"), want);
+    cr_assert_geq(astat(y, "pdirty"), want);
     ctl_do("arena.%zu.purge", ALL);
     cr_assert_eq(astat(x, "pdirty"), 0, "arena.<all>.purge left arena %u dirty", x);
     cr_assert_eq(astat(y, "pdirty"), 0, "arena.<all>.purge left arena %u dirty", y);
@@ -795,8 +806,7 @@ Test(decay, arenas_all_purge_and_decay)
      * time restarts the clock: the pages already dirty are due at the next
      * epoch), then this thread sleeps (no allocation, so no ticks) well
      * past it: only the decay calls may purge. */
-    dirty_in_arena(x, bytes, 13);
-    dirty_in_arena(y, bytes, 14);
+    dirty_in_arenas(x, y, bytes, 13);
     set_decay(x, 100, 0);
     set_decay(y, 100, 0);
     sleep_ms(400);
@@ -815,6 +825,46 @@ Test(decay, arenas_all_purge_and_decay)
     ctl_do("arena.%zu.decay", ALL);
     cr_assert_geq(astat64(y, "dirty_purged") - py, dy, "arena.<all>.decay purged %llu of arena %u's %zu due pages",
                   (unsigned long long)(astat64(y, "dirty_purged") - py), y, dy);
+}
+
+/* An arena with no dirty pages of its own takes another arena's before it
+ * uses retained memory or maps more (extent_pool_share): the pages stay
+ * counted in the arena they came from, and go back to it when freed. */
+Test(decay, an_arena_without_dirty_pages_takes_another_arenas)
+{
+    unsigned home = my_arena();
+    unsigned narenas = 0;
+    size_t nsz = sizeof(narenas);
+    cr_assert_eq(mallctl("arenas.narenas", &narenas, &nsz, NULL, 0), 0);
+    cr_assert_geq(narenas, 3, "need three arenas");
+    unsigned x = (home + 1) % narenas, y = (home + 2) % narenas;
+    enum { N = 8 };
+    const size_t big = MIB, want = N * big / PAGE;
+    void *ps[N];
+    set_thread_arena(y);
+    set_thread_arena(x);
+    set_decay(x, -1, -1);
+    ctl_do("arena.%zu.purge", ALL);
+    for (int i = 0; i < N; i++)
+        cr_assert_not_null(ps[i] = malloc(big));
+    for (int i = 0; i < N; i++)
+        free(ps[i]);
+    size_t dirty0 = astat(ALL, "pdirty"), mapped0 = astat(ALL, "mapped"), yactive0 = astat(y, "pactive");
+    cr_assert_geq(astat(x, "pdirty"), want);
+
+    set_thread_arena(y);
+    for (int i = 0; i < N; i++)
+        cr_assert_not_null(ps[i] = malloc(big));
+    cr_assert_leq(astat(ALL, "pdirty") + want, dirty0, "arena %u took %zu dirty pages of %zu", y,
+                  dirty0 - astat(ALL, "pdirty"), want);
+    cr_assert_eq(astat(ALL, "mapped"), mapped0, "arena %u mapped memory while others had dirty pages", y);
+    cr_assert_eq(astat(y, "pactive"), yactive0, "the pages count where they came from");
+    for (int i = 0; i < N; i++)
+        free(ps[i]);
+    cr_assert_eq(astat(ALL, "pdirty"), dirty0, "freed, they went back as dirty pages");
+    cr_assert_eq(astat(y, "pdirty"), 0);
+    set_thread_arena(home);
+    set_decay(x, 1000, 0);
 }
 
 /* ---------------------------------------------------------------------

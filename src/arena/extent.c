@@ -313,47 +313,32 @@ static void pool_insert_coalesced(extent_pool_t *pool, eset_t *set, extent_t *e)
         pool_maybe_unmap(pool, e);
 }
 
-static void register_active(extent_t *e, unsigned szind, bool slab)
+static void register_active(extent_t *e, extent_pool_t *user, unsigned szind, bool slab)
 {
     e->state = EXTENT_ACTIVE;
     e->szind = (uint16_t)szind;
     e->slab = slab;
     e->sampled = false;
     e->prof = NULL;
+    e->arena_ind = user->ind;
+    e->fastmap = NULL;
     if (slab) {
         rtree_write_range(e->addr, e->size, rtree_elm_make(e, szind, RTREE_SLAB));
         /* Classes whose size the cache bin cannot hold take the slow path. */
-        if (sc_index2size(szind) <= UINT16_MAX)
-            rtree_fastmap_write(e->pool->fastmap, e->addr, e->size, szind + 1);
+        if (sc_index2size(szind) <= UINT16_MAX && user->fastmap != NULL) {
+            e->fastmap = user->fastmap;
+            rtree_fastmap_write(e->fastmap, e->addr, e->size, szind + 1);
+        }
     } else
         register_boundaries(e, rtree_elm_make(e, szind, 0));
 }
 
-extent_t *extent_alloc(extent_pool_t *pool, size_t size, size_t align, unsigned szind, bool slab,
-                       bool *zeroed)
+/* Under pool's lock: take e out of set and cut it to [start, start + size)
+ * with start the first align-aligned address in it (esize = size + align -
+ * PAGE fits); the lead and trail stay in set. NULL (e back in set) when no
+ * record could be had for a cut. The result counts as pool's active. */
+static extent_t *pool_take_locked(extent_pool_t *pool, eset_t *set, extent_t *e, size_t size, size_t align)
 {
-    if (align < PAGE)
-        align = PAGE;
-    size_t esize = size + (align - PAGE);
-    if (esize < size || size == 0)
-        return NULL;
-    ma_mutex_lock(&pool->lock);
-    eset_t *set = NULL;
-    extent_t *e = NULL;
-    eset_t *order[3] = {&pool->dirty, &pool->muzzy, &pool->retained};
-    for (int i = 0; i < 3 && e == NULL; i++) {
-        set = order[i];
-        e = eset_first_fit(set, esize);
-    }
-    if (e == NULL) {
-        set = &pool->retained;
-        if (pool_grow(pool, esize))
-            e = eset_first_fit(set, esize);
-        if (e == NULL) {
-            ma_mutex_unlock(&pool->lock);
-            return NULL;
-        }
-    }
     eset_remove(set, e);
     uintptr_t start = MA_ALIGN_UP(e->addr, align);
     if (start != e->addr) {
@@ -371,16 +356,95 @@ extent_t *extent_alloc(extent_pool_t *pool, size_t size, size_t align, unsigned 
         register_boundaries(trail, elm_free(trail));
         eset_insert(set, trail);
     }
-    *zeroed = set->state == EXTENT_RETAINED;
-    register_active(e, szind, slab);
     pool->stats.active_pages += size >> LG_PAGE;
-    ma_mutex_unlock(&pool->lock);
     return e;
 fail:
     register_boundaries(e, elm_free(e));
     pool_insert_coalesced(pool, set, e);
-    ma_mutex_unlock(&pool->lock);
     return NULL;
+}
+
+/*
+ * Shared pools: each arena has its own pool (its own lock, its own chunks),
+ * so pages one arena's objects freed could only serve that arena's next
+ * slabs, while another arena mapped fresh ones: a thread that allocated a
+ * heap and handed it to workers kept every page its workers freed dirty
+ * until decay, and the workers' arenas grew meanwhile. So an arena that
+ * finds no dirty or muzzy pages of its own takes another's dirty extent
+ * before it touches retained memory or maps a chunk. Only with a try-lock
+ * (the taker already holds its own pool's lock, and nothing else ever
+ * holds two), skipping pools with no dirty pages without locking them.
+ */
+#define SHARED_POOLS_MAX 64 /* pools of arenas created later keep to themselves */
+static extent_pool_t *shared_pools[SHARED_POOLS_MAX];
+static unsigned shared_npools;
+static ma_mutex_t shared_lock = MA_MUTEX_INITIALIZER;
+
+void extent_pool_share(extent_pool_t *pool)
+{
+    ma_mutex_lock(&shared_lock);
+    if (!pool->shared && shared_npools < SHARED_POOLS_MAX) {
+        pool->shared = true;
+        shared_pools[shared_npools] = pool;
+        ma_store_release(&shared_npools, shared_npools + 1);
+    }
+    ma_mutex_unlock(&shared_lock);
+}
+
+static extent_t *pool_take_shared(extent_pool_t *taker, size_t size, size_t align, size_t esize)
+{
+    unsigned n = ma_load_acquire(&shared_npools);
+    for (unsigned i = 0; i < n; i++) {
+        extent_pool_t *p = shared_pools[(taker->ind + 1 + i) % n];
+        if (p == taker || ma_load_relaxed(&p->dirty.npages) < (esize >> LG_PAGE))
+            continue;
+        if (!ma_mutex_trylock(&p->lock))
+            continue;
+        extent_t *e = eset_first_fit(&p->dirty, esize);
+        if (e != NULL)
+            e = pool_take_locked(p, &p->dirty, e, size, align);
+        ma_mutex_unlock(&p->lock);
+        if (e != NULL)
+            return e;
+    }
+    return NULL;
+}
+
+extent_t *extent_alloc(extent_pool_t *pool, size_t size, size_t align, unsigned szind, bool slab,
+                       bool *zeroed)
+{
+    if (align < PAGE)
+        align = PAGE;
+    size_t esize = size + (align - PAGE);
+    if (esize < size || size == 0)
+        return NULL;
+    ma_mutex_lock(&pool->lock);
+    extent_t *e = NULL;
+    eset_t *set = NULL;
+    eset_t *order[2] = {&pool->dirty, &pool->muzzy};
+    for (int i = 0; i < 2 && e == NULL; i++) {
+        set = order[i];
+        e = eset_first_fit(set, esize);
+    }
+    if (e == NULL && pool->shared && (e = pool_take_shared(pool, size, align, esize)) != NULL) {
+        *zeroed = false;
+        goto got;
+    }
+    if (e == NULL) {
+        set = &pool->retained;
+        e = eset_first_fit(set, esize);
+    }
+    if (e == NULL && pool_grow(pool, esize))
+        e = eset_first_fit(set, esize);
+    if (e == NULL || (e = pool_take_locked(pool, set, e, size, align)) == NULL) {
+        ma_mutex_unlock(&pool->lock);
+        return NULL;
+    }
+    *zeroed = set->state == EXTENT_RETAINED;
+got:
+    register_active(e, pool, szind, slab);
+    ma_mutex_unlock(&pool->lock);
+    return e;
 }
 
 /*
@@ -417,13 +481,16 @@ void extent_dalloc(extent_pool_t *pool, extent_t *e)
     ma_mutex_lock(&pool->lock);
     pool->stats.active_pages -= e->size >> LG_PAGE;
     if (e->slab) {
-        rtree_fastmap_write(pool->fastmap, e->addr, e->size, 0);
+        if (e->fastmap != NULL)
+            rtree_fastmap_write(e->fastmap, e->addr, e->size, 0);
         if (e->size > 2 * PAGE)
             rtree_write_range(e->addr + PAGE, e->size - 2 * PAGE, RTREE_STALE);
     }
     e->slab = false;
     e->sampled = false;
     e->prof = NULL;
+    e->fastmap = NULL;
+    e->arena_ind = pool->ind;
     size_t freed_pages = e->size >> LG_PAGE;
     pool_insert_coalesced(pool, &pool->dirty, e);
     if (unlikely(pool->decay_dirty.ms == 0)) /* dirty_decay_ms:0: purge at once */

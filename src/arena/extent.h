@@ -9,8 +9,9 @@
  *   retained  MADV_DONTNEED'd or never touched: not resident, reads as zero
  *
  * Allocation takes the lowest-addressed fitting extent of the dirty set,
- * then muzzy, then retained (address-ordered first fit keeps live memory
- * packed low), and maps a new chunk only when none fits. Freed extents are
+ * then muzzy, then another arena's dirty set (see extent_pool_share), then
+ * retained (address-ordered first fit keeps live memory packed low), and
+ * maps a new chunk only when none fits. Freed extents are
  * coalesced with free neighbours of the same state in the same chunk.
  * Extents never span chunks, so a pool only ever looks at its own extents.
  *
@@ -65,7 +66,8 @@ typedef struct extent {
     bool sampled;
     uint32_t nfree;
     uint32_t bitmap_hint;       /* no free region in words below this one */
-    uint32_t arena_ind;
+    uint32_t arena_ind;         /* active: the arena using it; free: its pool's */
+    rtree_fastmap_t *fastmap;   /* active slab: the fast map its pages are marked in */
     struct extent *ph_child, *ph_prev, *ph_next;
     struct extent *lru_prev, *lru_next;
     uint64_t lru_time;          /* when it entered its set (ns, for decay) */
@@ -118,10 +120,17 @@ typedef struct extent_pool {
     decay_t decay_dirty, decay_muzzy;
     rtree_fastmap_t *fastmap;  /* where its slabs are marked (NULL: nowhere) */
     unsigned ind;              /* arena index, for messages and stats */
+    bool shared;               /* in the pools that lend each other dirty pages */
     pool_stats_t stats;
 } extent_pool_t;
 
 void extent_pool_init(extent_pool_t *pool, unsigned ind, bool nohuge);
+/* Make pool's dirty pages available to the other shared pools, and theirs
+ * to it (the arenas' pools; not the profiler's). An extent taken from
+ * another pool stays that pool's (its chunk's): its pages count as that
+ * pool's active pages and go back to it when freed; only the arena using
+ * it (arena_ind) and the fast map marking it are the taker's. */
+void extent_pool_share(extent_pool_t *pool);
 
 /* Options (set before any pool exists): the decay times (ms; -1 never,
  * 0 at once), whether address space is kept (retain), and huge pages for
