@@ -463,6 +463,23 @@ def render(wls, results, names, meta):
 # --------------------------------------------------------------------------
 
 
+def select_workloads(wls, filt, list_only, prog, width):
+    """The workloads whose key matches BENCH_FILTER (filt, a regex; empty: all).
+    Returns (workloads, None) to go on, or (_, exit status) when --list printed
+    them (0) or none matched (1)."""
+    if filt:
+        rx = re.compile(filt)
+        wls = [w for w in wls if rx.search(w.key)]
+    if list_only:
+        for w in wls:
+            print(f"{w.key:{width}} {' '.join(w.argv)}")
+        return wls, 0
+    if not wls:
+        print(f"{prog}: no workload matches BENCH_FILTER={filt!r}", file=sys.stderr)
+        return wls, 1
+    return wls, None
+
+
 def git_commit(repo):
     try:
         c = subprocess.run(["git", "-C", repo, "rev-parse", "--short", "HEAD"],
@@ -504,17 +521,9 @@ def main():
     timeout = float(os.environ.get("BENCH_TIMEOUT", "30" if quick else "120"))
     filt = os.environ.get("BENCH_FILTER", "")
 
-    wls = workloads(scale)
-    if filt:
-        rx = re.compile(filt)
-        wls = [w for w in wls if rx.search(w.key)]
-    if args.list:
-        for w in wls:
-            print(f"{w.key:20} {' '.join(w.argv)}")
-        return 0
-    if not wls:
-        print(f"bench: no workload matches BENCH_FILTER={filt!r}", file=sys.stderr)
-        return 1
+    wls, status = select_workloads(workloads(scale), filt, args.list, "bench", 20)
+    if status is not None:
+        return status
 
     allocs = []  # (name, lib)
     meta_allocs = {}

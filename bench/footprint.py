@@ -14,12 +14,11 @@ import argparse
 import datetime
 import json
 import os
-import re
 import statistics
 import sys
 import time
 
-import bench as B  # bench/bench.py: run_program, probe, table, fmt_num, machine, git_commit, rel
+import bench as B  # bench/bench.py: run_program, probe, select_workloads, table, fmt_num, machine, git_commit, rel
 
 PEERS = ("glibc", "jemalloc", "tcmalloc", "mimalloc")
 SLAB_PEERS = ("jemalloc", "tcmalloc", "mimalloc")
@@ -267,17 +266,9 @@ def main():
     idle_ms = int(os.environ.get("FOOTPRINT_IDLE_MS", "2000"))
     server_ms = int(os.environ.get("FOOTPRINT_SERVER_MS", "8000"))
 
-    wls = workloads(scale, idle_ms, server_ms)
-    if filt:
-        rx = re.compile(filt)
-        wls = [w for w in wls if rx.search(w.key)]
-    if args.list:
-        for w in wls:
-            print(f"{w.key:10} {' '.join(w.argv)}")
-        return 0
-    if not wls:
-        print(f"footprint: no workload matches BENCH_FILTER={filt!r}", file=sys.stderr)
-        return 1
+    wls, status = B.select_workloads(workloads(scale, idle_ms, server_ms), filt, args.list, "footprint", 10)
+    if status is not None:
+        return status
 
     # Columns: the myalloc variants, glibc, the peers.
     allocs = []  # (column, lib, conf)

@@ -743,6 +743,19 @@ Test(decay, malloc_trim_purges_everything_it_can)
     heap_destroy(&h);
 }
 
+/* The next two arenas after this thread's (which it returns). */
+static unsigned two_other_arenas(unsigned *x, unsigned *y)
+{
+    unsigned home = my_arena();
+    unsigned narenas = 0;
+    size_t nsz = sizeof(narenas);
+    cr_assert_eq(mallctl("arenas.narenas", &narenas, &nsz, NULL, 0), 0);
+    cr_assert_geq(narenas, 3, "need three arenas");
+    *x = (home + 1) % narenas;
+    *y = (home + 2) % narenas;
+    return home;
+}
+
 /* Allocate and free bytes in arenas x and y (this thread moves there and
  * back; the moves flush its cache), leaving dirty pages in both pools. An
  * arena short of dirty pages takes another's (extent_pool_share) and freed
@@ -772,12 +785,7 @@ static void dirty_in_arenas(unsigned x, unsigned y, size_t bytes, uint64_t seed)
  * arena.<MALLCTL_ARENAS_ALL>.purge / .decay on every arena. */
 Test(decay, arenas_all_purge_and_decay)
 {
-    unsigned home = my_arena();
-    unsigned narenas = 0;
-    size_t nsz = sizeof(narenas);
-    cr_assert_eq(mallctl("arenas.narenas", &narenas, &nsz, NULL, 0), 0);
-    cr_assert_geq(narenas, 3, "need three arenas");
-    unsigned x = (home + 1) % narenas, y = (home + 2) % narenas;
+    unsigned x, y, home = two_other_arenas(&x, &y);
     const size_t bytes = 64 * MIB, want = bytes / 2 / PAGE;
     /* Arenas are created on first use: visit both. */
     set_thread_arena(x);
@@ -832,12 +840,7 @@ Test(decay, arenas_all_purge_and_decay)
  * counted in the arena they came from, and go back to it when freed. */
 Test(decay, an_arena_without_dirty_pages_takes_another_arenas)
 {
-    unsigned home = my_arena();
-    unsigned narenas = 0;
-    size_t nsz = sizeof(narenas);
-    cr_assert_eq(mallctl("arenas.narenas", &narenas, &nsz, NULL, 0), 0);
-    cr_assert_geq(narenas, 3, "need three arenas");
-    unsigned x = (home + 1) % narenas, y = (home + 2) % narenas;
+    unsigned x, y, home = two_other_arenas(&x, &y);
     enum { N = 8 };
     const size_t big = MIB, want = N * big / PAGE;
     void *ps[N];

@@ -196,6 +196,22 @@ static void check_xor(void)
         bench_fail("tokens allocated and freed differ: objects lost or freed twice");
 }
 
+/* Free nfree of the n objects, chosen at random; they end up in o[0..nfree)
+ * (the survivors after them). Returns the bytes freed. */
+static size_t free_random(obj_t *o, size_t n, size_t nfree, uint64_t *rng, const char *where)
+{
+    size_t bytes = 0;
+    for (size_t i = 0; i < nfree; i++) {
+        size_t j = i + (size_t)(rng_next(rng) % (n - i));
+        obj_t t = o[i];
+        o[i] = o[j];
+        o[j] = t;
+        obj_free(o[i].p, o[i].size, where);
+        bytes += o[i].size;
+    }
+    return bytes;
+}
+
 /* ---- frag -------------------------------------------------------------- */
 
 /* Size windows of the initial fill and each refill: log-uniform between
@@ -214,16 +230,8 @@ static void run_frag(fp_t *r, size_t total, long cycles)
     uint64_t rng = 0x5eed;
     for (long c = 0; c <= cycles; c++) {
         if (c > 0) {
-            /* Free 90% of the live objects, chosen at random. */
             size_t nfree = n - n / 10;
-            for (size_t i = 0; i < nfree; i++) {
-                size_t j = i + (size_t)(rng_next(&rng) % (n - i));
-                obj_t t = o[i];
-                o[i] = o[j];
-                o[j] = t;
-                obj_free(o[i].p, o[i].size, "frag");
-                live -= o[i].size;
-            }
+            live -= free_random(o, n, nfree, &rng, "frag");
             memmove(o, o + nfree, (n - nfree) * sizeof(obj_t));
             n -= nfree;
             if (c == 1) {
@@ -461,14 +469,7 @@ static void run_threads(fp_t *r, size_t live_target, long nthreads)
     r->final_live = live;
     /* Free 90% of the pool at random (main thread: all remote frees). */
     size_t nfree = n - n / 10;
-    for (size_t i = 0; i < nfree; i++) {
-        size_t j = i + (size_t)(rng_next(&rng) % (n - i));
-        obj_t tmp = pool[i];
-        pool[i] = pool[j];
-        pool[j] = tmp;
-        live -= pool[i].size;
-        obj_free(pool[i].p, pool[i].size, "threads (90%)");
-    }
+    live -= free_random(pool, n, nfree, &rng, "threads (90%)");
     r->mid_kb = rss_kb();
     r->mid_live = live;
     for (size_t i = nfree; i < n; i++)
