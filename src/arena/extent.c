@@ -391,7 +391,14 @@ void extent_pool_share(extent_pool_t *pool)
     ma_mutex_unlock(&shared_lock);
 }
 
-static extent_t *pool_take_shared(extent_pool_t *taker, size_t size, size_t align, size_t esize)
+/* The taken extent is registered as the taker's (its state, its page-map
+ * entries) before the lender's lock is dropped: the extent stays the
+ * lender's, and a neighbour freed into the lender's pool looks at its state
+ * under that lock only (registered after the unlock, a neighbour could see
+ * it still dirty, in no set, and "merge" it: a corrupt heap, as
+ * prodcons 8+8 showed in about one run in twenty). */
+static extent_t *pool_take_shared(extent_pool_t *taker, size_t size, size_t align, size_t esize,
+                                  unsigned szind, bool slab)
 {
     unsigned n = ma_load_acquire(&shared_npools);
     for (unsigned i = 0; i < n; i++) {
@@ -401,8 +408,8 @@ static extent_t *pool_take_shared(extent_pool_t *taker, size_t size, size_t alig
         if (!ma_mutex_trylock(&p->lock))
             continue;
         extent_t *e = eset_first_fit(&p->dirty, esize);
-        if (e != NULL)
-            e = pool_take_locked(p, &p->dirty, e, size, align);
+        if (e != NULL && (e = pool_take_locked(p, &p->dirty, e, size, align)) != NULL)
+            register_active(e, taker, szind, slab);
         ma_mutex_unlock(&p->lock);
         if (e != NULL)
             return e;
@@ -426,9 +433,10 @@ extent_t *extent_alloc(extent_pool_t *pool, size_t size, size_t align, unsigned 
         set = order[i];
         e = eset_first_fit(set, esize);
     }
-    if (e == NULL && pool->shared && (e = pool_take_shared(pool, size, align, esize)) != NULL) {
+    if (e == NULL && pool->shared && (e = pool_take_shared(pool, size, align, esize, szind, slab)) != NULL) {
+        ma_mutex_unlock(&pool->lock);
         *zeroed = false;
-        goto got;
+        return e;
     }
     if (e == NULL) {
         set = &pool->retained;
@@ -441,7 +449,6 @@ extent_t *extent_alloc(extent_pool_t *pool, size_t size, size_t align, unsigned 
         return NULL;
     }
     *zeroed = set->state == EXTENT_RETAINED;
-got:
     register_active(e, pool, szind, slab);
     ma_mutex_unlock(&pool->lock);
     return e;
