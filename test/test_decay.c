@@ -19,6 +19,7 @@
  * Page sizes are never assumed: PAGE is the build's page, the OS page
  * comes from sysconf.
  */
+#include <inttypes.h>
 #include <limits.h>
 #include <malloc.h>
 #include <math.h>
@@ -29,6 +30,7 @@
 #include "arena/arena.h"
 #include "arena/decay.h"
 #include "arena/extent.h"
+#include "sizeclass/sizeclass.h"
 #include "myalloc.h"
 #include "tcache/tcache.h"
 #include "test_util.h"
@@ -868,6 +870,56 @@ Test(decay, an_arena_without_dirty_pages_takes_another_arenas)
     cr_assert_eq(astat(y, "pdirty"), 0);
     set_thread_arena(home);
     set_decay(x, 1000, 0);
+}
+
+/* Borrowing (bin_borrow_locked): arena x's thread fills slabs of one class
+ * and frees every other object; then a thread of arena y (whose bin of that
+ * class is empty) allocates as many. Returns how many of y's objects took
+ * the holes x left, and x's bin's nlent count for the class. */
+static unsigned borrowed_holes(unsigned x, unsigned y, size_t size, uint64_t *nlent)
+{
+    enum { N = 4096 };
+    void *ps[N], *holes[N / 2], *qs[N / 2];
+    unsigned bin = sc_size2index(size);
+    set_thread_arena(x);
+    for (int i = 0; i < N; i++)
+        cr_assert_not_null(ps[i] = malloc(size));
+    for (int i = 0; i < N / 2; i++) {
+        holes[i] = ps[2 * i + 1];
+        free(holes[i]);
+    }
+    set_thread_arena(y); /* the move flushes: the holes are back in x's slabs */
+    char name[96];
+    snprintf(name, sizeof(name), "stats.arenas.%u.bins.%u.nlent", x, bin);
+    uint64_t lent0 = ctl_u64(name);
+    for (int i = 0; i < N / 2; i++)
+        cr_assert_not_null(qs[i] = malloc(size));
+    *nlent = ctl_u64(name) - lent0;
+    qsort(holes, N / 2, sizeof(void *), tu_cmp_ptr);
+    unsigned n = 0;
+    for (int i = 0; i < N / 2; i++)
+        n += bsearch(&qs[i], holes, N / 2, sizeof(void *), tu_cmp_ptr) != NULL;
+    for (int i = 0; i < N / 2; i++) {
+        free(qs[i]);
+        free(ps[2 * i]);
+    }
+    return n;
+}
+
+Test(decay, a_bin_with_no_free_region_borrows_another_arenas_holes)
+{
+    unsigned x, y, home = two_other_arenas(&x, &y);
+    uint64_t nlent;
+    /* 256 B: whole cache lines, borrowed (the last few may come from a
+     * slab of y's own once x has no non-full slab left). */
+    unsigned n = borrowed_holes(x, y, 256, &nlent);
+    cr_assert_geq(n, 2048 * 9 / 10, "%u of 2048 objects in the holes of arena %u", n, x);
+    cr_assert_geq(nlent, n, "stats: %" PRIu64 " lent", nlent);
+    /* 80 B regions share lines with their neighbours: never borrowed. */
+    n = borrowed_holes(x, y, 80, &nlent);
+    cr_assert_eq(n, 0, "%u objects of 80 B in another arena's holes", n);
+    cr_assert_eq(nlent, 0);
+    set_thread_arena(home);
 }
 
 /* Lending while the lender frees: arena y has no dirty pages ever (decay 0)

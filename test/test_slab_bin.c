@@ -338,12 +338,6 @@ Test(bin, an_empty_slab_that_is_not_current_goes_back_to_the_pool)
     }
 }
 
-static int cmp_ptr(const void *x, const void *y)
-{
-    uintptr_t a = (uintptr_t) * (void *const *)x, b = (uintptr_t) * (void *const *)y;
-    return a < b ? -1 : a > b;
-}
-
 /* One batch free whose objects come in runs per slab, a slab appearing in
  * two runs: every partly free slab ends up where fills find it (its free
  * regions are handed out again without a new slab), the emptied one goes
@@ -466,7 +460,7 @@ Test(bin, fills_prefer_the_lowest_address_nonfull_slab)
                     ps[i] = NULL;
         }
         /* Fills now come back lowest slab first. */
-        qsort(freed, ns, sizeof(void *), cmp_ptr);
+        qsort(freed, ns, sizeof(void *), tu_cmp_ptr);
         for (unsigned j = 0; j < ns; j++) {
             void *p;
             cr_assert_eq(arena_fill_small(a, b, &p, 1), 1);

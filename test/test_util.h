@@ -178,6 +178,13 @@ static inline int tu_check(const void *p, size_t size)
 }
 
 /* A small deterministic PRNG for tests (xorshift64*). */
+/* qsort / bsearch order of pointers (an array of void *). */
+static inline int tu_cmp_ptr(const void *x, const void *y)
+{
+    uintptr_t a = (uintptr_t)*(void *const *)x, b = (uintptr_t)*(void *const *)y;
+    return a < b ? -1 : a > b;
+}
+
 static inline uint64_t tu_rand(uint64_t *s)
 {
     uint64_t x = *s;

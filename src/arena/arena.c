@@ -108,10 +108,75 @@ static extent_t *arena_slab_new(arena_t *a, unsigned binind)
 
 static void bin_collect_remote_locked(bin_t *bin, unsigned binind);
 
+/* Under the bin lock: the fullest (then lowest) non-full slab, taken out of
+ * its heap; NULL if there is none. */
+static extent_t *bin_take_nonfull_locked(bin_t *bin)
+{
+    for (unsigned k = 0; k < BIN_NBUCKETS; k++) {
+        extent_t *slab = extent_heap_first(&bin->nonfull[k]);
+        if (slab != NULL) {
+            extent_heap_remove(&bin->nonfull[k], slab);
+            bin->stats.nonfull_slabs--;
+            return slab;
+        }
+    }
+    return NULL;
+}
+
+/*
+ * Borrowing, for a bin of a (locked) that has no free region left: up to n
+ * regions of the same class from other arenas' non-full slabs, before a
+ * slab of its own is made. Without it, the holes that threads of one arena
+ * free in another's slabs (a pool filled by one thread, replaced by
+ * others) are reused only by the owner's threads, maybe never, while the
+ * others grow new slabs. The regions stay their slab's: counted in the
+ * lender's bin and freed back to it (as remote frees are). Only classes of
+ * whole cache lines: such a region shares no line with its neighbours, so
+ * borrowing never hands a thread an object next to another thread's (the
+ * rule of bin_t; it is why dalloc_elm caches only those remote objects).
+ * The other bins are try-locked (we hold our own: no lock order between
+ * bins) and skipped without locking when they show nothing to lend.
+ * Returns how many regions were taken.
+ */
+static unsigned bin_borrow_locked(arena_t *a, unsigned binind, void **out, unsigned n)
+{
+    if ((sc_bin_info[binind].reg_size & (MA_CACHELINE - 1)) != 0)
+        return 0;
+    unsigned narenas = arena_narenas;
+    for (unsigned k = 1; k < narenas; k++) {
+        arena_t *lender = ma_load_acquire(&arenas[(a->ind + k) % narenas]);
+        if (lender == NULL)
+            continue;
+        bin_t *bin = &lender->bins[binind];
+        if ((ma_load_relaxed(&bin->stats.nonfull_slabs) == 0 &&
+             ma_load_relaxed(&bin->remote_slabs) == NULL) ||
+            !ma_mutex_trylock(&bin->lock))
+            continue;
+        if (bin->remote_slabs != NULL)
+            bin_collect_remote_locked(bin, binind);
+        unsigned got = 0;
+        extent_t *slab;
+        while (got < n && (slab = bin_take_nonfull_locked(bin)) != NULL) {
+            got += slab_alloc_batch(slab, binind, out + got, n - got);
+            if (slab->nfree != 0) { /* back in the heap of its new fullness */
+                extent_heap_insert(&bin->nonfull[bin_bucket(slab->nfree, sc_bin_info[binind].nregs)], slab);
+                bin->stats.nonfull_slabs++;
+            }
+        }
+        bin->stats.nmalloc += got;
+        bin->stats.curregs += got;
+        bin->stats.nlent += got;
+        ma_mutex_unlock(&bin->lock);
+        if (got != 0)
+            return got;
+    }
+    return 0;
+}
+
 unsigned arena_fill_small(arena_t *a, unsigned binind, void **out, unsigned n)
 {
     bin_t *bin = &a->bins[binind];
-    unsigned got = 0;
+    unsigned got = 0, borrowed = 0;
     ma_mutex_lock(&bin->lock);
     /* What other threads freed first: it refills the slabs we take from. */
     if (ma_load_relaxed(&bin->remote_slabs) != NULL)
@@ -119,15 +184,10 @@ unsigned arena_fill_small(arena_t *a, unsigned binind, void **out, unsigned n)
     while (got < n) {
         extent_t *slab = bin->slabcur;
         if (slab == NULL || slab->nfree == 0) {
-            slab = NULL;
-            for (unsigned k = 0; k < BIN_NBUCKETS && slab == NULL; k++) {
-                slab = extent_heap_first(&bin->nonfull[k]);
-                if (slab != NULL)
-                    extent_heap_remove(&bin->nonfull[k], slab);
-            }
-            if (slab != NULL) {
-                bin->stats.nonfull_slabs--;
-            } else {
+            slab = bin_take_nonfull_locked(bin);
+            if (slab == NULL) {
+                if ((borrowed = bin_borrow_locked(a, binind, out + got, n - got)) != 0)
+                    break;
                 slab = arena_slab_new(a, binind);
                 if (slab == NULL)
                     break;
@@ -143,7 +203,7 @@ unsigned arena_fill_small(arena_t *a, unsigned binind, void **out, unsigned n)
     bin->stats.curregs += got;
     bin->stats.nfills++;
     ma_mutex_unlock(&bin->lock);
-    return got;
+    return got + borrowed;
 }
 
 /* Under the bin lock, after regions of slab were freed (it had old_nfree

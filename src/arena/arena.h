@@ -21,7 +21,8 @@ typedef struct bin_stats {
     size_t curregs;      /* regions in use (handed out, incl. those in caches) */
     size_t curslabs;     /* slabs that exist */
     size_t nonfull_slabs;/* slabs in the nonfull heap */
-} bin_stats_t;
+    uint64_t nlent;      /* regions taken by other arenas' fills (see bin_borrow_locked) */
+} bin_stats_t;          /* all fields 64-bit counters: stats.c adds them word by word */
 
 /*
  * bin_t: the slabs of one small class in one arena.
@@ -46,6 +47,10 @@ typedef struct bin_stats {
  * free and is never given back while announced. Objects thus always return
  * to their owner's slabs: no thread hands out an object next to another
  * thread's objects.
+ *
+ * Borrowing: a fill that finds no free region here takes regions of another
+ * arena's non-full slabs (arena.c, bin_borrow_locked), only in classes of
+ * whole cache lines, whose regions share no line with a neighbour.
  */
 #define BIN_NBUCKETS 4   /* fullness classes of non-full slabs */
 

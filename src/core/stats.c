@@ -27,15 +27,14 @@ static void bin_read(arena_t *a, unsigned b, bin_stats_t *out)
 
 static void bin_add(bin_stats_t *to, const bin_stats_t *s)
 {
-    to->nmalloc += s->nmalloc;
-    to->ndalloc += s->ndalloc;
-    to->nrequests += s->nrequests;
-    to->nfills += s->nfills;
-    to->nflushes += s->nflushes;
-    to->nslabs += s->nslabs;
-    to->curregs += s->curregs;
-    to->curslabs += s->curslabs;
-    to->nonfull_slabs += s->nonfull_slabs;
+    _Static_assert(sizeof(bin_stats_t) % sizeof(uint64_t) == 0 && sizeof(size_t) == sizeof(uint64_t),
+                   "bin_stats_t is a row of 64-bit counters");
+    uint64_t t[sizeof(bin_stats_t) / sizeof(uint64_t)], f[MA_ARRAY_LEN(t)];
+    memcpy(t, to, sizeof(t));
+    memcpy(f, s, sizeof(f));
+    for (size_t i = 0; i < MA_ARRAY_LEN(t); i++)
+        t[i] += f[i];
+    memcpy(to, t, sizeof(t));
 }
 
 static void arena_add(stats_arena_t *to, arena_t *a)
@@ -249,6 +248,7 @@ const ctl_entry_t stats_ctl_table[] = {
     BIN("nslabs", nslabs, CTL_UINT64),
     BIN("curslabs", curslabs, CTL_SIZE),
     BIN("nonfull_slabs", nonfull_slabs, CTL_SIZE),
+    BIN("nlent", nlent, CTL_UINT64),
 
     LEXT("nmalloc", nmalloc, CTL_UINT64),
     LEXT("ndalloc", ndalloc, CTL_UINT64),
