@@ -135,7 +135,10 @@ static extent_t *bin_take_nonfull_locked(bin_t *bin)
  * borrowing never hands a thread an object next to another thread's (the
  * rule of bin_t; it is why dalloc_elm caches only those remote objects).
  * The other bins are try-locked (we hold our own: no lock order between
- * bins) and skipped without locking when they show nothing to lend.
+ * bins) and skipped without locking when they have no non-full slab. A
+ * lender's remote frees are left for it to collect: collecting them here
+ * made producers take each other's (prodcons 8+8: +7% CPU), for a smaller
+ * gain in memory (larson 16 B-32 KiB, 8 threads: 95 -> 84 MB peak).
  * Returns how many regions were taken.
  */
 static unsigned bin_borrow_locked(arena_t *a, unsigned binind, void **out, unsigned n)
@@ -148,12 +151,8 @@ static unsigned bin_borrow_locked(arena_t *a, unsigned binind, void **out, unsig
         if (lender == NULL)
             continue;
         bin_t *bin = &lender->bins[binind];
-        if ((ma_load_relaxed(&bin->stats.nonfull_slabs) == 0 &&
-             ma_load_relaxed(&bin->remote_slabs) == NULL) ||
-            !ma_mutex_trylock(&bin->lock))
+        if (ma_load_relaxed(&bin->stats.nonfull_slabs) == 0 || !ma_mutex_trylock(&bin->lock))
             continue;
-        if (bin->remote_slabs != NULL)
-            bin_collect_remote_locked(bin, binind);
         unsigned got = 0;
         extent_t *slab;
         while (got < n && (slab = bin_take_nonfull_locked(bin)) != NULL) {
