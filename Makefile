@@ -93,7 +93,7 @@ TEST_CFLAGS := $(BASEFLAGS) -O1 -I$(BUILD) -Iinclude -Isrc -fno-builtin \
 HELPER_SRC := $(wildcard test/helpers/*.c)
 HELPER_BIN := $(patsubst test/helpers/%.c,$(BUILD)/helpers/%,$(HELPER_SRC))
 
-$(BUILD)/test/%: test/%.c test/test_util.h $(BUILD)/libmyalloc.a
+$(BUILD)/test/%: test/%.c $(wildcard test/*.h) $(BUILD)/libmyalloc.a
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -rdynamic -o $@ $< $(BUILD)/libmyalloc.a -lcriterion $(PROGLIBS)
 

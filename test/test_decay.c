@@ -34,6 +34,7 @@
 #include "myalloc.h"
 #include "tcache/tcache.h"
 #include "test_util.h"
+#include "test_slab_util.h"
 
 #define MIB ((size_t)1 << 20)
 #define GIB ((size_t)1 << 30)
@@ -1286,11 +1287,9 @@ Test(decay, an_idle_thread_pins_no_memory)
 #define AIND  (ARENAS_MAX - 3)
 #define AIND2 (ARENAS_MAX - 4)
 
-static extent_t *slab_of(void *p) { return rtree_elm_extent(rtree_lookup((uintptr_t)p)); }
-
 static void dalloc_one(unsigned b, void *p)
 {
-    extent_t *s = slab_of(p);
+    extent_t *s = tu_slab_of(p);
     arena_dalloc_small_batch(b, &p, &s, 1);
 }
 
@@ -1322,15 +1321,7 @@ Test(decay, fills_take_the_fullest_slab_first)
     cr_assert_eq(cur->nfree, 0);
     /* The slabs other than the current one, by address. */
     extent_t *slabs[NS];
-    unsigned ns = 0;
-    for (unsigned i = 0; i < n; i++) {
-        extent_t *s = slab_of(ps[i]);
-        bool seen = s == cur;
-        for (unsigned j = 0; j < ns; j++)
-            seen |= slabs[j] == s;
-        if (!seen)
-            slabs[ns++] = s;
-    }
+    unsigned ns = tu_slabs_besides(ps, n, cur, slabs, NS);
     cr_assert_eq(ns, NS - 1);
     qsort(slabs, ns, sizeof(slabs[0]), cmp_slab_addr);
     unsigned nfree[NS];
@@ -1340,7 +1331,7 @@ Test(decay, fills_take_the_fullest_slab_first)
     for (unsigned j = 0; j < ns; j++) {
         unsigned left = nfree[j];
         for (unsigned i = 0; i < n && left > 0; i++) {
-            if (ps[i] != NULL && slab_of(ps[i]) == slabs[j]) {
+            if (ps[i] != NULL && tu_slab_of(ps[i]) == slabs[j]) {
                 dalloc_one(b, ps[i]);
                 ps[i] = NULL;
                 left--;
@@ -1361,9 +1352,9 @@ Test(decay, fills_take_the_fullest_slab_first)
         for (unsigned c = 0; c < cnt; c++) {
             void *p;
             cr_assert_eq(arena_fill_small(a, b, &p, 1), 1);
-            cr_assert_eq(slab_of(p), want,
+            cr_assert_eq(tu_slab_of(p), want,
                          "fill %u of slab %u (%u free of %u): got a region of slab %#lx, want %#lx (the %s)", c,
-                         o, cnt, nregs, (unsigned long)slab_of(p)->addr, (unsigned long)want->addr,
+                         o, cnt, nregs, (unsigned long)tu_slab_of(p)->addr, (unsigned long)want->addr,
                          o == 0 ? "fullest, at the highest address" : o + 1 == ns ? "emptiest" : "half-full");
             for (unsigned i = 0; i < n; i++)
                 if (ps[i] == NULL) {

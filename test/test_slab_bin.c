@@ -8,6 +8,7 @@
 #include "arena/arena.h"
 #include "arena/slab.h"
 #include "test_util.h"
+#include "test_slab_util.h"
 
 /* The fast maps are per arena: a page is on "the" fast map when any arena's
  * map marks it (each slab is marked only in its own arena's). */
@@ -171,13 +172,6 @@ Test(slab, free_region_and_double_free)
  * Bins.
  */
 
-static extent_t *slab_of(void *p)
-{
-    rtree_elm_t e = rtree_lookup((uintptr_t)p);
-    cr_assert(e & RTREE_SLAB, "%p is not on a slab", p);
-    return rtree_elm_extent(e);
-}
-
 /* On the stack, not malloc'ed: a malloc here could take pages from the
  * pool a test is counting (extent_pool_share). */
 static void dalloc_all(unsigned b, void **ps, unsigned n)
@@ -185,7 +179,7 @@ static void dalloc_all(unsigned b, void **ps, unsigned n)
     extent_t *sl[8 * SC_SLAB_MAXREGS];
     cr_assert_leq(n, 8 * SC_SLAB_MAXREGS);
     for (unsigned i = 0; i < n; i++)
-        sl[i] = slab_of(ps[i]);
+        sl[i] = tu_slab_of(ps[i]);
     arena_dalloc_small_batch(b, ps, sl, n);
 }
 
@@ -194,7 +188,7 @@ static unsigned partition_by_slab(void **ps, unsigned n, extent_t *s)
 {
     unsigned k = 0;
     for (unsigned i = 0; i < n; i++) {
-        if (slab_of(ps[i]) == s) {
+        if (tu_slab_of(ps[i]) == s) {
             void *t = ps[k];
             ps[k] = ps[i];
             ps[i] = t;
@@ -234,7 +228,7 @@ Test(bin, fill_and_batch_free_keep_stats_right)
         cr_assert_eq(bin->stats.nslabs, nslabs);
         /* Every region is usable, distinct and on a slab of this arena and class. */
         for (unsigned i = 0; i < n; i++) {
-            extent_t *s = slab_of(ps[i]);
+            extent_t *s = tu_slab_of(ps[i]);
             cr_assert_eq(s->arena_ind, AIND);
             cr_assert_eq(rtree_elm_szind(rtree_lookup((uintptr_t)ps[i])), b);
             cr_assert_geq(slab_region_index(s, b, ps[i]), 0);
@@ -301,7 +295,7 @@ Test(bin, an_empty_slab_that_is_not_current_goes_back_to_the_pool)
         cr_assert_eq(bin->stats.curslabs, 2);
         extent_t *cur = bin->slabcur;
         cr_assert_eq(cur->nfree, 0);
-        extent_t *other = slab_of(ps[0]) == cur ? slab_of(ps[n - 1]) : slab_of(ps[0]);
+        extent_t *other = tu_slab_of(ps[0]) == cur ? tu_slab_of(ps[n - 1]) : tu_slab_of(ps[0]);
         cr_assert_neq(other, cur);
         uintptr_t oaddr = other->addr;
         size_t osize = other->size;
@@ -357,16 +351,7 @@ Test(bin, a_batch_free_in_runs_per_slab_leaves_every_slab_findable)
         void **ps = malloc(n * sizeof(void *));
         cr_assert_eq(arena_fill_small(a, b, ps, n), n);
         extent_t *cur = bin->slabcur, *sl[4];
-        unsigned ns = 0;
-        for (unsigned i = 0; i < n; i++) {
-            extent_t *s = slab_of(ps[i]);
-            bool seen = s == cur;
-            for (unsigned j = 0; j < ns; j++)
-                seen |= sl[j] == s;
-            if (!seen)
-                sl[ns++] = s;
-        }
-        cr_assert_eq(ns, 4);
+        cr_assert_eq(tu_slabs_besides(ps, n, cur, sl, 4), 4);
         /* Regions to free: A 2, B 1, A 1 (A's second run), C nr - 1, D all. */
         void **f = malloc((4 + 2 * (size_t)nr) * sizeof(void *));
         unsigned nf = 0;
@@ -394,7 +379,7 @@ Test(bin, a_batch_free_in_runs_per_slab_leaves_every_slab_findable)
         cr_assert_eq(arena_fill_small(a, b, got, want), want);
         cr_assert_eq(bin->stats.nslabs, nslabs0, "bin %u: a fill made a new slab while regions were free", b);
         for (unsigned i = 0; i < want; i++) {
-            extent_t *s = slab_of(got[i]);
+            extent_t *s = tu_slab_of(got[i]);
             cr_assert(s == sl[0] || s == sl[1] || s == sl[2], "bin %u: region from an unexpected slab", b);
         }
         cr_assert_eq(sl[0]->nfree + sl[1]->nfree + sl[2]->nfree, 0);
@@ -430,7 +415,7 @@ Test(bin, fills_prefer_the_lowest_address_nonfull_slab)
         extent_t *slabs[NS];
         unsigned ns = 0;
         for (unsigned i = 0; i < n; i++) {
-            extent_t *s = slab_of(ps[i]);
+            extent_t *s = tu_slab_of(ps[i]);
             bool seen = s == bin->slabcur;
             for (unsigned j = 0; j < ns; j++)
                 seen |= slabs[j] == s;
@@ -478,7 +463,7 @@ Test(bin, fills_prefer_the_lowest_address_nonfull_slab)
         cr_assert_eq(arena_fill_small(a, b, &p, 1), 1);
         cr_assert_eq(bin->stats.curslabs, curslabs + 1);
         for (unsigned j = 0; j < ns; j++)
-            cr_assert_neq(slab_of(p), slabs[j]);
+            cr_assert_neq(tu_slab_of(p), slabs[j]);
         dalloc_all(b, &p, 1);
         dalloc_all(b, ps, n);
         cr_assert_eq(bin->stats.curregs, 0);
@@ -529,7 +514,7 @@ static void interior_free_child(void *arg)
     void *p;
     arena_fill_small(a, b, &p, 1);
     void *q = (char *)p + 8;
-    extent_t *s = slab_of(p);
+    extent_t *s = tu_slab_of(p);
     arena_dalloc_small_batch(b, &q, &s, 1);
 }
 
