@@ -980,6 +980,215 @@ Test(decay, lending_races_with_the_lenders_own_frees)
 }
 
 /* ---------------------------------------------------------------------
+ * Free pages inside slabs still in use (arena.c, "Purging inside slabs"):
+ * slabs of a class of several pages each keep only their first region; the
+ * pages past it hold no object and are purged by arena.<i>.purge at once,
+ * by decay once no fill has come to the slab for the decay time, never
+ * with decay -1.
+ */
+#define INNER_NSLABS 64
+
+typedef struct {
+    unsigned arena, bin, nslabs;
+    size_t size;
+    extent_t *slab[INNER_NSLABS];
+    unsigned char *keep[INNER_NSLABS]; /* each slab's first region, kept */
+    size_t free_pages;                 /* pages of those slabs past their first region */
+    size_t written;                    /* OS pages of them that regions cover (resident) */
+} inner_t;
+
+/* The first class whose slabs span at least four pages with regions of at
+ * least half a page (so that most pages of a slab hold one or two). */
+static unsigned inner_class(void)
+{
+    for (unsigned b = 0; b < SC_NBINS; b++)
+        if (sc_bin_info[b].slab_pages >= 4 && sc_bin_info[b].reg_size >= PAGE / 2 && sc_bin_info[b].nregs >= 2)
+            return b;
+    cr_assert_fail("no class of multi-page slabs");
+    return 0;
+}
+
+static void inner_setup(inner_t *t, unsigned arena)
+{
+    memset(t, 0, sizeof(*t));
+    t->arena = arena;
+    t->bin = inner_class();
+    t->size = sc_bin_info[t->bin].reg_size;
+    const unsigned nregs = sc_bin_info[t->bin].nregs, n = INNER_NSLABS * nregs;
+    unsigned char **ps = mmap(NULL, n * sizeof(void *), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(ps, MAP_FAILED);
+    set_thread_arena(arena);
+    for (unsigned i = 0; i < n; i++) {
+        cr_assert_not_null(ps[i] = malloc(t->size));
+        memset(ps[i], 0xa0 + (int)(i % 16), t->size);
+    }
+    /* The slabs whose every region is ours (a slab begun before us holds
+     * others'), and their first regions. */
+    for (unsigned i = 0; i < n && t->nslabs < INNER_NSLABS - 1; i++) { /* one left for the current slab */
+        extent_t *s = tu_slab_of(ps[i]);
+        if ((uintptr_t)ps[i] != s->addr || i + nregs > n)
+            continue;
+        bool all = true;
+        for (unsigned j = 1; j < nregs && all; j++)
+            all = (uintptr_t)ps[i + j] == s->addr + j * t->size;
+        if (!all)
+            continue;
+        t->slab[t->nslabs] = s;
+        t->keep[t->nslabs++] = ps[i];
+        ps[i] = NULL;
+    }
+    cr_assert_geq(t->nslabs, INNER_NSLABS / 2, "only %u whole slabs of %zu B", t->nslabs, t->size);
+    for (unsigned i = 0; i < n; i++)
+        free(ps[i]);
+    cr_assert_eq(mallctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
+    munmap(ps, n * sizeof(void *));
+    /* The thread cache's last fill left the bin's current slab with all
+     * its regions free (they were in the cache): one more object, past
+     * the cache, takes its first region and makes it a slab of the
+     * fixture, so that the current slab is covered too. */
+    bool off = false, on = true;
+    cr_assert_eq(mallctl("thread.tcache.enabled", NULL, NULL, &off, sizeof(off)), 0);
+    unsigned char *p = malloc(t->size), *rest[SC_SLAB_MAXREGS];
+    cr_assert_not_null(p);
+    memset(p, 0xaf, t->size);
+    for (unsigned j = 1; j < nregs; j++) { /* its other pages resident, like the others' */
+        cr_assert_not_null(rest[j] = malloc(t->size));
+        memset(rest[j], 0x11, t->size);
+    }
+    for (unsigned j = 1; j < nregs; j++)
+        free(rest[j]);
+    cr_assert_eq(mallctl("thread.tcache.enabled", NULL, NULL, &on, sizeof(on)), 0);
+    extent_t *cur = arenas[arena]->bins[t->bin].slabcur;
+    cr_assert(cur == tu_slab_of(p) && cur->addr == (uintptr_t)p && cur->nfree == nregs - 1,
+              "the bin's current slab is not a fresh one");
+    cr_assert_lt(t->nslabs, INNER_NSLABS);
+    t->slab[t->nslabs] = cur;
+    t->keep[t->nslabs++] = p;
+    const size_t first = (t->size + PAGE - 1) / PAGE, os_page = (size_t)sysconf(_SC_PAGESIZE);
+    t->free_pages = t->nslabs * (sc_bin_info[t->bin].slab_pages - first);
+    /* A slab's tail past its last region may never have been touched. */
+    t->written = t->nslabs * ((nregs * t->size + os_page - 1) / os_page - first * PAGE / os_page);
+}
+
+/* Of the pages past the first region of the fixture's slabs, how many OS
+ * pages are resident; checks the kept regions' contents on the way. */
+static size_t inner_resident(const inner_t *t)
+{
+    const size_t os_page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t first = (t->size + PAGE - 1) / PAGE * PAGE, n = 0;
+    for (unsigned i = 0; i < t->nslabs; i++) {
+        const unsigned char c = t->keep[i][0];
+        size_t b = 0;
+        while (b < t->size && t->keep[i][b] == c)
+            b++;
+        cr_assert(c >= 0xa0 && c < 0xb0 && b == t->size, "kept object %p changed at byte %zu", t->keep[i], b);
+        const extent_t *s = t->slab[i];
+        for (size_t off = first; off < s->size; off += os_page) {
+            unsigned char v = 0;
+            cr_assert_eq(mincore((void *)(s->addr + off), os_page, &v), 0);
+            n += v & 1;
+        }
+    }
+    return n;
+}
+
+static void inner_teardown(inner_t *t)
+{
+    for (unsigned i = 0; i < t->nslabs; i++)
+        free(t->keep[i]);
+}
+
+Test(decay, a_purge_gives_back_free_pages_of_slabs_in_use)
+{
+    unsigned x, y, home = two_other_arenas(&x, &y);
+    set_thread_arena(x);
+    set_decay(x, -1, -1);
+    inner_t t;
+    inner_setup(&t, x);
+    cr_assert_geq(inner_resident(&t), t.written, "freed regions' pages start resident");
+    /* Stats of all arenas: a new arena's slabs may be in pages another
+     * arena lent it (extent_pool_share), which count there. */
+    size_t purged0 = astat(ALL, "pslab_purged"), resident0 = astat(ALL, "resident");
+    ctl_do("arena.%zu.purge", x);
+    cr_assert_eq(inner_resident(&t), 0, "free pages of slabs in use left resident by arena.%u.purge", x);
+    size_t purged = astat(ALL, "pslab_purged") - purged0;
+    cr_assert_geq(purged, t.free_pages, "stats: %zu pages purged in slabs, %zu expected", purged, t.free_pages);
+    cr_assert_leq(astat(ALL, "resident") + t.free_pages * PAGE, resident0, "stats.arenas.all.resident");
+
+    /* The holes are handed out again: the pages come back, zeroed. */
+    const unsigned nregs = sc_bin_info[t.bin].nregs, n = t.nslabs * (nregs - 1);
+    unsigned char **ps = mmap(NULL, n * sizeof(void *), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(ps, MAP_FAILED);
+    for (unsigned i = 0; i < n; i++) {
+        cr_assert_not_null(ps[i] = calloc(1, t.size));
+        for (size_t b = 0; b < t.size; b += 64)
+            cr_assert_eq(ps[i][b], 0, "calloc on a purged page");
+        memset(ps[i], 0x3c, t.size);
+    }
+    cr_assert_geq(inner_resident(&t), t.written, "the refilled slabs' pages");
+    cr_assert_leq(astat(ALL, "pslab_purged") + t.free_pages, purged0 + purged,
+                  "stats: pages in use again still counted purged");
+    for (unsigned i = 0; i < n; i++) {
+        for (size_t b = 0; b < t.size; b += 64)
+            cr_assert_eq(ps[i][b], 0x3c);
+        free(ps[i]);
+    }
+    munmap(ps, n * sizeof(void *));
+    inner_teardown(&t);
+    set_thread_arena(home);
+    set_decay(x, 1000, 0);
+}
+
+/* Calls arena.<a>.decay every 20 ms until the fixture's free pages are no
+ * longer resident or deadline_ms passes; returns how many are left. */
+static size_t inner_decay_until_purged(const inner_t *t, uint64_t deadline_ms)
+{
+    size_t left;
+    while ((left = inner_resident(t)) != 0 && now_ms() < deadline_ms) {
+        sleep_ms(20);
+        ctl_do("arena.%zu.decay", t->arena);
+    }
+    return left;
+}
+
+Test(decay, free_pages_of_slabs_in_use_decay_when_no_fill_comes)
+{
+    unsigned x, y, home = two_other_arenas(&x, &y);
+    const unsigned decay_ms = 400;
+    set_thread_arena(x);
+    set_decay(x, decay_ms, 0);
+    inner_t t;
+    inner_setup(&t, x);
+    uint64_t t0 = now_ms();
+    ctl_do("arena.%zu.decay", x);
+    size_t fresh = inner_resident(&t);
+    if (now_ms() - t0 < decay_ms / 2) /* not when the machine stalled us */
+        cr_assert_geq(fresh, t.written, "pages freed just now purged before the decay time");
+    size_t left = inner_decay_until_purged(&t, now_ms() + decay_ms + DECAY_SLACK_MS);
+    cr_assert_eq(left, 0, "%zu OS pages free in slabs still resident %u ms after the decay time", left,
+                 DECAY_SLACK_MS);
+    cr_assert_geq(now_ms() - t0, decay_ms * 3 / 4, "purged after %" PRIu64 " ms, the decay time is %u ms",
+                  now_ms() - t0, decay_ms);
+    inner_teardown(&t);
+    set_thread_arena(home);
+    set_decay(x, 1000, 0);
+}
+
+Test(decay, free_pages_of_slabs_in_use_stay_with_decay_minus_one)
+{
+    unsigned x, y, home = two_other_arenas(&x, &y);
+    set_thread_arena(x);
+    set_decay(x, -1, -1);
+    inner_t t;
+    inner_setup(&t, x);
+    size_t left = inner_decay_until_purged(&t, now_ms() + 500);
+    cr_assert_geq(left, t.written, "decay -1 purged pages inside slabs");
+    inner_teardown(&t);
+    set_thread_arena(home);
+    set_decay(x, 1000, 0);
+}
+
+/* ---------------------------------------------------------------------
  * Options read at startup: helpers/decay_probe under LD_PRELOAD.
  */
 

@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "base.h"
+#include "pages.h"
+#include "slab.h"
 
 arena_t *arenas[ARENAS_MAX];
 unsigned arena_narenas = 1;
@@ -428,10 +430,147 @@ static void arena_release_empty_slabs(arena_t *a)
     }
 }
 
+/* ---------------------------------------------------------------------
+ * Purging inside slabs. A slab that stays partly used (its class fell out
+ * of the program's mix, or a random 90% of its objects went) keeps every
+ * page resident although whole pages of it may hold no object. Those pages
+ * are purged (MADV_DONTNEED) like dirty pages, once no fill has taken a
+ * region of their slab for a decay period (frees do not count: they only
+ * free more pages), and at once by a purge. The slab
+ * keeps them (purged_pages says which); a fill that hands out a region on
+ * one takes it back into use (slab_unpurge), the kernel giving it a fresh
+ * zero page on first touch. Slab metadata is never in the slab's pages
+ * (slab.h), and the only word a free writes into an object (a remote-free
+ * link) belongs to an object still allocated in the bitmap, so purging
+ * under the bin lock cannot lose anything.
+ */
+
+/* Inspections of the slabs per decay period: a slab is purged once no fill
+ * took from it for SLAB_IDLE_SCANS of them (the period, plus up to one). */
+#define SLAB_IDLE_SCANS 4
+
+void slab_unpurge(extent_t *slab, unsigned binind, void *const *regs, unsigned n)
+{
+    const size_t reg_size = sc_bin_info[binind].reg_size;
+    uint64_t back = 0;
+    for (unsigned i = 0; i < n; i++) {
+        size_t off = (uintptr_t)regs[i] - slab->addr;
+        unsigned p0 = (unsigned)(off >> LG_PAGE), p1 = (unsigned)((off + reg_size - 1) >> LG_PAGE);
+        back |= (~(uint64_t)0 >> (63 - p1)) & (~(uint64_t)0 << p0);
+    }
+    back &= slab->purged_pages;
+    slab->purged_pages &= ~back;
+    ma_fetch_sub(&slab->pool->stats.slab_purged_pages, (size_t)__builtin_popcountll(back));
+}
+
+/* Whether regions r0..r1 of slab are all free. */
+static bool slab_regions_free(const extent_t *slab, unsigned r0, unsigned r1)
+{
+    for (unsigned r = r0; r <= r1;) {
+        unsigned bit = r % 64, n = MA_MIN(r1 - r + 1, 64 - bit);
+        uint64_t want = (n == 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1) << bit;
+        if ((slab->bitmap[r / 64] & want) != want)
+            return false;
+        r += n;
+    }
+    return true;
+}
+
+/* The pages of slab that no allocated region touches, as a mask. */
+static uint64_t slab_free_pages(const extent_t *slab, unsigned binind)
+{
+    const sc_bin_info_t *bi = &sc_bin_info[binind];
+    uint64_t mask = 0;
+    for (unsigned p = 0; p < bi->slab_pages; p++) {
+        size_t lo = (size_t)p << LG_PAGE;
+        unsigned r0 = (unsigned)(lo / bi->reg_size);
+        unsigned r1 = MA_MIN((unsigned)((lo + PAGE - 1) / bi->reg_size), bi->nregs - 1);
+        if (r0 > r1 || slab_regions_free(slab, r0, r1))
+            mask |= (uint64_t)1 << p;
+    }
+    return mask;
+}
+
+typedef struct slab_purge_tally {
+    size_t pages, nmadvise, budget;
+} slab_purge_tally_t;
+
+/* Under the bin lock: purge the free pages of slab if no fill took from it
+ * for min_idle inspections (0: at once, no counting). */
+static void slab_purge_locked(extent_t *s, unsigned binind, unsigned min_idle, slab_purge_tally_t *t)
+{
+    if (s->idle_scans < min_idle) {
+        s->idle_scans++;
+        return;
+    }
+    if ((size_t)s->nfree * sc_bin_info[binind].reg_size < PAGE || t->pages >= t->budget)
+        return;
+    uint64_t mask = slab_free_pages(s, binind) & ~s->purged_pages;
+    if (mask == 0)
+        return;
+    s->purged_pages |= mask;
+    size_t n = (size_t)__builtin_popcountll(mask);
+    ma_fetch_add(&s->pool->stats.slab_purged_pages, n);
+    t->pages += n;
+    while (mask != 0) { /* one madvise per run of pages */
+        unsigned p = (unsigned)__builtin_ctzll(mask);
+        uint64_t rest = ~(mask >> p);
+        unsigned len = rest == 0 ? 64 - p : (unsigned)__builtin_ctzll(rest);
+        pages_purge_forced((void *)(s->addr + ((uintptr_t)p << LG_PAGE)), (size_t)len << LG_PAGE);
+        t->nmadvise++;
+        mask &= ~((len == 64 ? ~(uint64_t)0 : ((uint64_t)1 << len) - 1) << p);
+    }
+}
+
+static void bin_purge_slabs_locked(bin_t *bin, unsigned binind, unsigned min_idle, slab_purge_tally_t *t)
+{
+    if (bin->slabcur != NULL)
+        slab_purge_locked(bin->slabcur, binind, min_idle, t);
+    for (unsigned k = 0; k < BIN_NBUCKETS; k++)
+        for (extent_t *s = extent_heap_first(&bin->nonfull[k]); s != NULL; s = extent_heap_walk_next(s))
+            slab_purge_locked(s, binind, min_idle, t);
+}
+
+/* Purge free pages inside the slabs of every multi-page class of a: those
+ * idle for a decay period when decay, all of them otherwise (at most
+ * max_pages). Returns the pages purged. */
+static size_t arena_purge_slabs(arena_t *a, bool decay, uint64_t now_ns, size_t max_pages)
+{
+    unsigned min_idle = 0;
+    if (decay) {
+        ssize_t ms = ma_load_relaxed(&a->pool.decay_dirty.ms);
+        if (ms < 0)
+            return 0;
+        uint64_t period = MA_MAX((uint64_t)ms * 1000000ull / SLAB_IDLE_SCANS, ARENA_BIN_SCAN_NS);
+        uint64_t last = ma_load_relaxed(&a->slabs_scanned_ns);
+        /* One scan per period, whoever claims it (a second would count
+         * the slabs idle twice). */
+        if ((now_ns - last < period && now_ns >= last) ||
+            !__atomic_compare_exchange_n(&a->slabs_scanned_ns, &last, now_ns, false, __ATOMIC_RELAXED,
+                                         __ATOMIC_RELAXED))
+            return 0;
+        min_idle = ms == 0 ? 0 : SLAB_IDLE_SCANS;
+    }
+    slab_purge_tally_t t = {0, 0, max_pages};
+    for (unsigned b = 0; b < SC_NBINS && t.pages < t.budget; b++) {
+        bin_t *bin = &a->bins[b];
+        if (sc_bin_info[b].slab_pages == 1 ||
+            (ma_load_relaxed(&bin->stats.nonfull_slabs) == 0 && ma_load_relaxed(&bin->slabcur) == NULL))
+            continue;
+        ma_mutex_lock(&bin->lock);
+        bin_purge_slabs_locked(bin, b, min_idle, &t);
+        ma_mutex_unlock(&bin->lock);
+    }
+    if (t.nmadvise != 0)
+        extent_count_slab_purge(&a->pool, t.nmadvise, t.pages);
+    return t.pages;
+}
+
 size_t arena_purge(arena_t *a)
 {
     arena_release_empty_slabs(a);
-    return extent_purge_all(&a->pool);
+    size_t n = arena_purge_slabs(a, false, 0, SIZE_MAX);
+    return n + extent_purge_all(&a->pool);
 }
 
 /*
@@ -450,8 +589,9 @@ size_t arena_decay(arena_t *a, uint64_t now_ns, size_t max_pages)
      * ticker (40 bins, two cache lines each; ticks come every MiB
      * allocated), at every call from mallctl and the background thread. */
     uint64_t last = ma_load_relaxed(&a->bins_scanned_ns);
+    size_t n = arena_purge_slabs(a, true, now_ns, max_pages);
     if (max_pages != SIZE_MAX && now_ns - last < ARENA_BIN_SCAN_NS && now_ns >= last)
-        return extent_decay(&a->pool, now_ns, max_pages);
+        return n + extent_decay(&a->pool, now_ns, max_pages);
     ma_store_relaxed(&a->bins_scanned_ns, now_ns);
     for (unsigned b = 0; b < SC_NBINS; b++) {
         bin_t *bin = &a->bins[b];
@@ -466,7 +606,7 @@ size_t arena_decay(arena_t *a, uint64_t now_ns, size_t max_pages)
         bin_release_empty_slabcur(bin, b);
         ma_mutex_unlock(&bin->lock);
     }
-    return extent_decay(&a->pool, now_ns, max_pages);
+    return n + extent_decay(&a->pool, now_ns, max_pages);
 }
 
 /* ---------------------------------------------------------------------

@@ -85,6 +85,7 @@ typedef struct arena {
     large_stats_t large[SC_NSIZES - SC_NBINS]; /* atomics */
     size_t large_allocated;      /* bytes in active large extents (atomic) */
     uint64_t bins_scanned_ns;    /* when arena_decay last looked at the bins */
+    uint64_t slabs_scanned_ns;   /* when it last looked for free pages in slabs */
 } arena_t;
 
 #define ARENA_BIN_SCAN_NS 10000000ull /* 10 ms */

@@ -75,6 +75,25 @@ void extent_heap_insert(extent_heap_t *h, extent_t *e)
     h->root = ph_meld(h->root, e);
 }
 
+extent_t *extent_heap_walk_next(extent_t *e)
+{
+    if (e->ph_child != NULL)
+        return e->ph_child;
+    for (;;) {
+        if (e->ph_next != NULL)
+            return e->ph_next;
+        /* Up to the parent: back along the siblings to the leftmost child. */
+        extent_t *p = e->ph_prev;
+        while (p != NULL && p->ph_child != e) {
+            e = p;
+            p = e->ph_prev;
+        }
+        if (p == NULL)
+            return NULL;
+        e = p;
+    }
+}
+
 void extent_heap_remove(extent_heap_t *h, extent_t *e)
 {
     if (h->root == e) {
@@ -488,6 +507,12 @@ void extent_dalloc(extent_pool_t *pool, extent_t *e)
     ma_mutex_lock(&pool->lock);
     pool->stats.active_pages -= e->size >> LG_PAGE;
     if (e->slab) {
+        if (e->purged_pages != 0) {
+            /* Those pages now count as dirty; decay purges them again
+             * (cheaply: they are not resident). */
+            ma_fetch_sub(&pool->stats.slab_purged_pages, (size_t)__builtin_popcountll(e->purged_pages));
+            e->purged_pages = 0;
+        }
         if (e->fastmap != NULL)
             rtree_fastmap_write(e->fastmap, e->addr, e->size, 0);
         if (e->size > 2 * PAGE)
@@ -640,6 +665,15 @@ static size_t pool_purge_locked(extent_pool_t *pool, eset_t *from, size_t keep, 
         pool->stats.purged_pages[kind] += purged;
     }
     return purged;
+}
+
+void extent_count_slab_purge(extent_pool_t *pool, size_t nmadvise, size_t pages)
+{
+    ma_mutex_lock(&pool->lock);
+    pool->stats.npurge[0]++;
+    pool->stats.nmadvise[0] += nmadvise;
+    pool->stats.purged_pages[0] += pages;
+    ma_mutex_unlock(&pool->lock);
 }
 
 size_t extent_purge_all(extent_pool_t *pool)

@@ -54,6 +54,9 @@ typedef struct chunk {
  *   nregs are 0. A slab with nfree > 0 that is not its bin's current slab is
  *   in the bin's nonfull heap (ph_* links); a full slab is in no heap.
  * - ph_* links are used by exactly one heap at a time (a set's, or a bin's).
+ * - slab: a page whose bit is set in purged_pages holds no allocated region
+ *   (every region overlapping it is free in bitmap); the bit is cleared when
+ *   a region on it is handed out again. purged_pages is 0 for a non-slab.
  */
 typedef struct extent {
     uintptr_t addr;
@@ -64,6 +67,7 @@ typedef struct extent {
     uint8_t state;
     bool slab;
     bool sampled;
+    uint8_t idle_scans;         /* slab: purge scans since a fill took a region (arena.c) */
     uint32_t nfree;
     uint32_t bitmap_hint;       /* no free region in words below this one */
     uint32_t arena_ind;         /* active: the arena using it; free: its pool's */
@@ -78,6 +82,7 @@ typedef struct extent {
     void *remote_head;
     struct extent *remote_next;
     uint64_t bitmap[SLAB_BITMAP_WORDS];
+    uint64_t purged_pages;      /* slab: bit p set = page p was purged since the slab was made */
 } MA_ALIGNED(64) extent_t;
 
 /* A pairing heap of extents ordered by address (lowest first). */
@@ -88,6 +93,9 @@ typedef struct extent_heap {
 void extent_heap_insert(extent_heap_t *h, extent_t *e);
 void extent_heap_remove(extent_heap_t *h, extent_t *e);
 MA_INLINE extent_t *extent_heap_first(extent_heap_t *h) { return h->root; }
+/* The heap's next extent after e in a walk of all of them (no order), or
+ * NULL; the heap must not change during the walk. */
+extent_t *extent_heap_walk_next(extent_t *e);
 
 typedef struct extent_list {
     extent_t *head, *tail;  /* head = oldest */
@@ -109,6 +117,7 @@ typedef struct pool_stats {
     uint64_t npurge[2];        /* [0] dirty -> muzzy/retained, [1] muzzy -> retained */
     uint64_t nmadvise[2];
     uint64_t purged_pages[2];
+    size_t slab_purged_pages;  /* pages of active slabs purged (arena.c; atomic) */
 } pool_stats_t;
 
 typedef struct extent_pool {
@@ -173,6 +182,10 @@ void extent_set_szind(extent_t *e, unsigned szind, uint64_t flags);
 /* Purge free pages: dirty -> retained (forced), muzzy -> retained. Returns
  * the number of pages purged. */
 size_t extent_purge_all(extent_pool_t *pool);
+
+/* Count in pool's dirty purge statistics a purge of pages inside slabs
+ * (arena.c: they never were in a free set). */
+void extent_count_slab_purge(extent_pool_t *pool, size_t nmadvise, size_t pages);
 
 /* Sizes in pages, read without the lock (stats). */
 size_t extent_pool_dirty_pages(extent_pool_t *pool);

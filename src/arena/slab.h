@@ -13,11 +13,17 @@ MA_INLINE void slab_init(extent_t *slab, unsigned binind)
     unsigned nregs = sc_bin_info[binind].nregs;
     slab->nfree = nregs;
     slab->bitmap_hint = 0;
+    slab->idle_scans = 0;
+    slab->purged_pages = 0;
     for (unsigned w = 0; w < SLAB_BITMAP_WORDS; w++) {
         unsigned lo = w * 64;
         slab->bitmap[w] = lo >= nregs ? 0 : nregs - lo >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << (nregs - lo)) - 1;
     }
 }
+
+/* Regions were handed out of a slab with purged pages: the pages they lie
+ * on are in use again. */
+void slab_unpurge(extent_t *slab, unsigned binind, void *const *regs, unsigned n);
 
 /* Take up to n free regions (lowest first) into out; returns how many. */
 MA_INLINE unsigned slab_alloc_batch(extent_t *slab, unsigned binind, void **out, unsigned n)
@@ -39,6 +45,9 @@ MA_INLINE unsigned slab_alloc_batch(extent_t *slab, unsigned binind, void **out,
     }
     slab->bitmap_hint = w;
     slab->nfree -= got;
+    slab->idle_scans = 0;
+    if (unlikely(slab->purged_pages != 0))
+        slab_unpurge(slab, binind, out, got);
     return got;
 }
 

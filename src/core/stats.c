@@ -42,6 +42,7 @@ static void arena_add(stats_arena_t *to, arena_t *a)
     to->nthreads += ma_load_relaxed(&a->nthreads);
     ma_mutex_lock(&a->pool.lock);
     to->pactive += a->pool.stats.active_pages;
+    to->pslab_purged += ma_load_relaxed(&a->pool.stats.slab_purged_pages);
     to->pdirty += a->pool.dirty.npages;
     to->pmuzzy += a->pool.muzzy.npages;
     to->mapped += a->pool.stats.mapped;
@@ -69,7 +70,7 @@ static void arena_add(stats_arena_t *to, arena_t *a)
         to->large_ndalloc += ma_load_relaxed(&a->large[c].ndalloc);
         to->large_nrequests += ma_load_relaxed(&a->large[c].nrequests);
     }
-    to->resident = (to->pactive + to->pdirty) << LG_PAGE;
+    to->resident = (to->pactive - to->pslab_purged + to->pdirty) << LG_PAGE;
 }
 
 static arena_t *arena_if_exists(size_t i)
@@ -151,7 +152,7 @@ void stats_totals(stats_totals_t *t)
     t->muzzy = all.pmuzzy << LG_PAGE;
     t->retained = all.retained + (pr.retained_pages << LG_PAGE);
     t->metadata = base_mapped_bytes();
-    t->resident = t->active + t->dirty + base_resident_bytes();
+    t->resident = t->active - (all.pslab_purged << LG_PAGE) + t->dirty + base_resident_bytes();
     for (unsigned c = 0; c < SC_NSIZES - SC_NBINS; c++) {
         large_stats_t l;
         stats_lextent(MALLCTL_ARENAS_ALL, c, &l);
@@ -219,6 +220,7 @@ const ctl_entry_t stats_ctl_table[] = {
     ARENA("pactive", pactive, CTL_SIZE),
     ARENA("pdirty", pdirty, CTL_SIZE),
     ARENA("pmuzzy", pmuzzy, CTL_SIZE),
+    ARENA("pslab_purged", pslab_purged, CTL_SIZE),
     ARENA("mapped", mapped, CTL_SIZE),
     ARENA("retained", retained, CTL_SIZE),
     ARENA("resident", resident, CTL_SIZE),

@@ -17,7 +17,7 @@ typedef struct stats_totals {
     size_t muzzy;      /* MADV_FREE'd pages */
     size_t retained;   /* purged pages kept as address space */
     size_t metadata;   /* bytes mapped for the allocator's own records */
-    size_t resident;   /* active + dirty + resident metadata (an upper bound) */
+    size_t resident;   /* active + dirty + resident metadata, less slab pages purged (an upper bound) */
     size_t nlarge;     /* live large objects */
 } stats_totals_t;
 
@@ -25,6 +25,7 @@ typedef struct stats_totals {
 typedef struct stats_arena {
     unsigned nthreads;
     size_t pactive, pdirty, pmuzzy;     /* pages */
+    size_t pslab_purged;                /* pages of active slabs purged (in pactive) */
     size_t mapped, retained, resident;  /* bytes */
     uint64_t dirty_npurge, dirty_nmadvise, dirty_purged;
     uint64_t muzzy_npurge, muzzy_nmadvise, muzzy_purged;
