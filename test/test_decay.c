@@ -992,29 +992,64 @@ typedef struct {
     unsigned arena, bin, nslabs;
     size_t size;
     extent_t *slab[INNER_NSLABS];
-    unsigned char *keep[INNER_NSLABS]; /* each slab's first region, kept */
-    size_t free_pages;                 /* pages of those slabs past their first region */
+    unsigned char *keep[INNER_NSLABS]; /* the one region kept in each slab */
+    size_t free_pages;                 /* pages of those slabs the kept regions do not touch */
     size_t written;                    /* OS pages of them that regions cover (resident) */
 } inner_t;
 
 /* The first class whose slabs span at least four pages with regions of at
- * least half a page (so that most pages of a slab hold one or two). */
-static unsigned inner_class(void)
+ * least half a page (so that most pages of a slab hold one or two), or
+ * with regions larger than a page (so that some page holds no region's
+ * start: handing out a region must take back every page it covers). */
+static unsigned inner_class(bool over_page)
 {
     for (unsigned b = 0; b < SC_NBINS; b++)
-        if (sc_bin_info[b].slab_pages >= 4 && sc_bin_info[b].reg_size >= PAGE / 2 && sc_bin_info[b].nregs >= 2)
+        if (sc_bin_info[b].slab_pages >= 4 && sc_bin_info[b].nregs >= 2 &&
+            (over_page ? sc_bin_info[b].reg_size > PAGE : sc_bin_info[b].reg_size >= PAGE / 2))
             return b;
     cr_assert_fail("no class of multi-page slabs");
     return 0;
 }
 
-static void inner_setup(inner_t *t, unsigned arena)
+/* Calls f(slab offset) for each OS page of slab i that no page the kept
+ * region touches contains. */
+#define INNER_FOR_FREE_OS_PAGES(t, i, off)                                                          \
+    for (size_t kp0_ = ((uintptr_t)(t)->keep[i] - (t)->slab[i]->addr) / PAGE * PAGE,                  \
+                kp1_ = ((uintptr_t)(t)->keep[i] - (t)->slab[i]->addr + (t)->size + PAGE - 1) / PAGE * PAGE, \
+                os_ = (size_t)sysconf(_SC_PAGESIZE), off = 0;                                       \
+         off < (t)->slab[i]->size; off += os_)                                                      \
+        if (off < kp0_ || off >= kp1_)
+
+static void inner_add(inner_t *t, extent_t *s, unsigned char *keep)
+{
+    cr_assert_lt(t->nslabs, INNER_NSLABS);
+    const size_t written_end = sc_bin_info[t->bin].nregs * t->size;
+    unsigned i = t->nslabs++;
+    t->slab[i] = s;
+    t->keep[i] = keep;
+    size_t os_pages = 0;
+    INNER_FOR_FREE_OS_PAGES(t, i, off)
+    {
+        os_pages++;
+        t->written += off < written_end;
+    }
+    t->free_pages += os_pages * (size_t)sysconf(_SC_PAGESIZE) / PAGE;
+}
+
+/* Slabs of the class, each keeping one region: the first in half of them,
+ * one that straddles a page boundary in the others (a page whose first
+ * region is free may still hold a live one). */
+static void inner_setup(inner_t *t, unsigned arena, unsigned bin)
 {
     memset(t, 0, sizeof(*t));
     t->arena = arena;
-    t->bin = inner_class();
+    t->bin = bin;
     t->size = sc_bin_info[t->bin].reg_size;
     const unsigned nregs = sc_bin_info[t->bin].nregs, n = INNER_NSLABS * nregs;
+    unsigned straddle = 0;
+    for (unsigned k = 0; k < nregs && straddle == 0; k++)
+        if (k * t->size / PAGE != ((k + 1) * t->size - 1) / PAGE)
+            straddle = k;
     unsigned char **ps = mmap(NULL, n * sizeof(void *), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     cr_assert_neq(ps, MAP_FAILED);
     set_thread_arena(arena);
@@ -1023,8 +1058,10 @@ static void inner_setup(inner_t *t, unsigned arena)
         memset(ps[i], 0xa0 + (int)(i % 16), t->size);
     }
     /* The slabs whose every region is ours (a slab begun before us holds
-     * others'), and their first regions. */
+     * others'). */
     for (unsigned i = 0; i < n && t->nslabs < INNER_NSLABS - 1; i++) { /* one left for the current slab */
+        if (ps[i] == NULL) /* a region kept in a slab before */
+            continue;
         extent_t *s = tu_slab_of(ps[i]);
         if ((uintptr_t)ps[i] != s->addr || i + nregs > n)
             continue;
@@ -1033,9 +1070,9 @@ static void inner_setup(inner_t *t, unsigned arena)
             all = (uintptr_t)ps[i + j] == s->addr + j * t->size;
         if (!all)
             continue;
-        t->slab[t->nslabs] = s;
-        t->keep[t->nslabs++] = ps[i];
-        ps[i] = NULL;
+        unsigned k = t->nslabs % 2 ? straddle : 0;
+        inner_add(t, s, ps[i + k]);
+        ps[i + k] = NULL;
     }
     cr_assert_geq(t->nslabs, INNER_NSLABS / 2, "only %u whole slabs of %zu B", t->nslabs, t->size);
     for (unsigned i = 0; i < n; i++)
@@ -1061,31 +1098,25 @@ static void inner_setup(inner_t *t, unsigned arena)
     extent_t *cur = arenas[arena]->bins[t->bin].slabcur;
     cr_assert(cur == tu_slab_of(p) && cur->addr == (uintptr_t)p && cur->nfree == nregs - 1,
               "the bin's current slab is not a fresh one");
-    cr_assert_lt(t->nslabs, INNER_NSLABS);
-    t->slab[t->nslabs] = cur;
-    t->keep[t->nslabs++] = p;
-    const size_t first = (t->size + PAGE - 1) / PAGE, os_page = (size_t)sysconf(_SC_PAGESIZE);
-    t->free_pages = t->nslabs * (sc_bin_info[t->bin].slab_pages - first);
-    /* A slab's tail past its last region may never have been touched. */
-    t->written = t->nslabs * ((nregs * t->size + os_page - 1) / os_page - first * PAGE / os_page);
+    inner_add(t, cur, p);
 }
 
-/* Of the pages past the first region of the fixture's slabs, how many OS
- * pages are resident; checks the kept regions' contents on the way. */
+/* Of the OS pages of the fixture's slabs that the kept regions do not
+ * touch, how many are resident; checks the kept regions' contents on the
+ * way. */
 static size_t inner_resident(const inner_t *t)
 {
-    const size_t os_page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t first = (t->size + PAGE - 1) / PAGE * PAGE, n = 0;
+    size_t n = 0;
     for (unsigned i = 0; i < t->nslabs; i++) {
         const unsigned char c = t->keep[i][0];
         size_t b = 0;
         while (b < t->size && t->keep[i][b] == c)
             b++;
         cr_assert(c >= 0xa0 && c < 0xb0 && b == t->size, "kept object %p changed at byte %zu", t->keep[i], b);
-        const extent_t *s = t->slab[i];
-        for (size_t off = first; off < s->size; off += os_page) {
+        INNER_FOR_FREE_OS_PAGES(t, i, off)
+        {
             unsigned char v = 0;
-            cr_assert_eq(mincore((void *)(s->addr + off), os_page, &v), 0);
+            cr_assert_eq(mincore((void *)(t->slab[i]->addr + off), 1, &v), 0);
             n += v & 1;
         }
     }
@@ -1098,13 +1129,10 @@ static void inner_teardown(inner_t *t)
         free(t->keep[i]);
 }
 
-Test(decay, a_purge_gives_back_free_pages_of_slabs_in_use)
+static void purge_inside_slabs(unsigned x, unsigned bin)
 {
-    unsigned x, y, home = two_other_arenas(&x, &y);
-    set_thread_arena(x);
-    set_decay(x, -1, -1);
     inner_t t;
-    inner_setup(&t, x);
+    inner_setup(&t, x, bin);
     cr_assert_geq(inner_resident(&t), t.written, "freed regions' pages start resident");
     /* Stats of all arenas: a new arena's slabs may be in pages another
      * arena lent it (extent_pool_share), which count there. */
@@ -1135,6 +1163,15 @@ Test(decay, a_purge_gives_back_free_pages_of_slabs_in_use)
     }
     munmap(ps, n * sizeof(void *));
     inner_teardown(&t);
+}
+
+Test(decay, a_purge_gives_back_free_pages_of_slabs_in_use)
+{
+    unsigned x, y, home = two_other_arenas(&x, &y);
+    set_thread_arena(x);
+    set_decay(x, -1, -1);
+    purge_inside_slabs(x, inner_class(false));
+    purge_inside_slabs(x, inner_class(true));
     set_thread_arena(home);
     set_decay(x, 1000, 0);
 }
@@ -1158,7 +1195,7 @@ Test(decay, free_pages_of_slabs_in_use_decay_when_no_fill_comes)
     set_thread_arena(x);
     set_decay(x, decay_ms, 0);
     inner_t t;
-    inner_setup(&t, x);
+    inner_setup(&t, x, inner_class(false));
     uint64_t t0 = now_ms();
     ctl_do("arena.%zu.decay", x);
     size_t fresh = inner_resident(&t);
@@ -1180,7 +1217,7 @@ Test(decay, free_pages_of_slabs_in_use_stay_with_decay_minus_one)
     set_thread_arena(x);
     set_decay(x, -1, -1);
     inner_t t;
-    inner_setup(&t, x);
+    inner_setup(&t, x, inner_class(false));
     size_t left = inner_decay_until_purged(&t, now_ms() + 500);
     cr_assert_geq(left, t.written, "decay -1 purged pages inside slabs");
     inner_teardown(&t);
