@@ -1,7 +1,7 @@
 /*
  * Giving memory back: decay-based purging, explicit purges, retain, thp,
- * the background thread, thread caches that let go, malloc_trim, and the
- * fullest-slab-first fill order.
+ * the background thread, thread caches that let go, malloc_trim, the
+ * fullest-slab-first fill order, and free pages inside slabs in use.
  *
  * Most tests run in the test process (each Criterion test has a process of
  * its own) and set the decay times of their thread's arena with mallctl
@@ -1129,7 +1129,9 @@ static void inner_teardown(inner_t *t)
         free(t->keep[i]);
 }
 
-static void purge_inside_slabs(unsigned x, unsigned bin)
+/* By arena.<x>.purge, or by malloc_trim(0) (every arena, as glibc's trims
+ * the free pages inside its chunks). */
+static void purge_inside_slabs(unsigned x, unsigned bin, bool trim)
 {
     inner_t t;
     inner_setup(&t, x, bin);
@@ -1137,8 +1139,12 @@ static void purge_inside_slabs(unsigned x, unsigned bin)
     /* Stats of all arenas: a new arena's slabs may be in pages another
      * arena lent it (extent_pool_share), which count there. */
     size_t purged0 = astat(ALL, "pslab_purged"), resident0 = astat(ALL, "resident");
-    ctl_do("arena.%zu.purge", x);
-    cr_assert_eq(inner_resident(&t), 0, "free pages of slabs in use left resident by arena.%u.purge", x);
+    if (trim)
+        malloc_trim(0);
+    else
+        ctl_do("arena.%zu.purge", x);
+    cr_assert_eq(inner_resident(&t), 0, "free pages of slabs in use left resident by %s",
+                 trim ? "malloc_trim(0)" : "arena.<i>.purge");
     size_t purged = astat(ALL, "pslab_purged") - purged0;
     cr_assert_geq(purged, t.free_pages, "stats: %zu pages purged in slabs, %zu expected", purged, t.free_pages);
     cr_assert_leq(astat(ALL, "resident") + t.free_pages * PAGE, resident0, "stats.arenas.all.resident");
@@ -1170,8 +1176,8 @@ Test(decay, a_purge_gives_back_free_pages_of_slabs_in_use)
     unsigned x, y, home = two_other_arenas(&x, &y);
     set_thread_arena(x);
     set_decay(x, -1, -1);
-    purge_inside_slabs(x, inner_class(false));
-    purge_inside_slabs(x, inner_class(true));
+    purge_inside_slabs(x, inner_class(false), false);
+    purge_inside_slabs(x, inner_class(true), true);
     set_thread_arena(home);
     set_decay(x, 1000, 0);
 }
