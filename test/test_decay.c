@@ -1182,6 +1182,44 @@ Test(decay, a_purge_gives_back_free_pages_of_slabs_in_use)
     set_decay(x, 1000, 0);
 }
 
+/* A slab purged inside that then empties goes back to the pool purged
+ * whole (retained), not as dirty pages some of which are not resident. */
+Test(decay, a_slab_purged_inside_goes_back_purged_when_it_empties)
+{
+    unsigned x, y, home = two_other_arenas(&x, &y);
+    set_thread_arena(x);
+    set_decay(x, -1, -1);
+    inner_t t;
+    inner_setup(&t, x, inner_class(false));
+    ctl_do("arena.%zu.purge", x);
+    size_t dirty0 = astat(ALL, "pdirty"), purged0 = astat(ALL, "pslab_purged");
+    extent_t *cur = arenas[x]->bins[t.bin].slabcur; /* stays, empty, as the current slab */
+    uintptr_t addr[INNER_NSLABS];
+    size_t size[INNER_NSLABS];
+    for (unsigned i = 0; i < t.nslabs; i++) {
+        addr[i] = t.slab[i] == cur ? 0 : t.slab[i]->addr;
+        size[i] = t.slab[i]->size;
+    }
+    inner_teardown(&t);
+    cr_assert_eq(mallctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
+    cr_assert_eq(astat(ALL, "pdirty"), dirty0, "emptied slabs went back as %zu dirty pages",
+                 astat(ALL, "pdirty") - dirty0);
+    cr_assert_leq(astat(ALL, "pslab_purged") + (t.nslabs - 1) * (t.free_pages / t.nslabs), purged0,
+                  "stats: pages of slabs given back still counted purged");
+    const size_t os_page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t resident = 0;
+    for (unsigned i = 0; i < t.nslabs; i++) {
+        for (size_t off = 0; addr[i] != 0 && off < size[i]; off += os_page) {
+            unsigned char v = 0;
+            cr_assert_eq(mincore((void *)(addr[i] + off), 1, &v), 0);
+            resident += v & 1;
+        }
+    }
+    cr_assert_eq(resident, 0, "%zu OS pages of emptied slabs still resident", resident);
+    set_thread_arena(home);
+    set_decay(x, 1000, 0);
+}
+
 /* Calls arena.<a>.decay every 20 ms until the fixture's free pages are no
  * longer resident or deadline_ms passes; returns how many are left. */
 static size_t inner_decay_until_purged(const inner_t *t, uint64_t deadline_ms)

@@ -504,14 +504,23 @@ static void pool_purge_over_cap(extent_pool_t *pool, size_t freed_pages)
 
 void extent_dalloc(extent_pool_t *pool, extent_t *e)
 {
+    /* A slab that decay already purged in part (arena.c, "Purging inside
+     * slabs": it went unused for the decay time) goes back purged whole,
+     * retained: not as dirty pages of which some are not resident. Still
+     * ours, so madvised before the lock. */
+    const bool purged = e->slab && e->purged_pages != 0;
+    if (purged)
+        pages_purge_forced((void *)e->addr, e->size);
     ma_mutex_lock(&pool->lock);
     pool->stats.active_pages -= e->size >> LG_PAGE;
     if (e->slab) {
-        if (e->purged_pages != 0) {
-            /* Those pages now count as dirty; decay purges them again
-             * (cheaply: they are not resident). */
-            ma_fetch_sub(&pool->stats.slab_purged_pages, (size_t)__builtin_popcountll(e->purged_pages));
+        if (purged) {
+            size_t n = (size_t)__builtin_popcountll(e->purged_pages);
+            ma_fetch_sub(&pool->stats.slab_purged_pages, n);
             e->purged_pages = 0;
+            pool->stats.npurge[0]++;
+            pool->stats.nmadvise[0]++;
+            pool->stats.purged_pages[0] += (e->size >> LG_PAGE) - n;
         }
         if (e->fastmap != NULL)
             rtree_fastmap_write(e->fastmap, e->addr, e->size, 0);
@@ -524,6 +533,11 @@ void extent_dalloc(extent_pool_t *pool, extent_t *e)
     e->fastmap = NULL;
     e->arena_ind = pool->ind;
     size_t freed_pages = e->size >> LG_PAGE;
+    if (purged) {
+        pool_insert_coalesced(pool, &pool->retained, e);
+        ma_mutex_unlock(&pool->lock);
+        return;
+    }
     pool_insert_coalesced(pool, &pool->dirty, e);
     if (unlikely(pool->decay_dirty.ms == 0)) /* dirty_decay_ms:0: purge at once */
         pool_purge_locked(pool, &pool->dirty, 0, SIZE_MAX, pool->decay_muzzy.ms != 0);

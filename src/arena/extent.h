@@ -168,7 +168,8 @@ extern uint64_t extent_nchunks;
 extent_t *extent_alloc(extent_pool_t *pool, size_t size, size_t align, unsigned szind, bool slab,
                        bool *zeroed);
 
-/* Return an active extent to the pool (dirty). */
+/* Return an active extent to the pool: dirty; a slab with pages purged
+ * inside (purged_pages) is purged whole and retained. */
 void extent_dalloc(extent_pool_t *pool, extent_t *e);
 
 /* Large in-place resizing: shrink e to new_size (the tail becomes dirty), or
