@@ -504,10 +504,10 @@ static void pool_purge_over_cap(extent_pool_t *pool, size_t freed_pages)
 
 void extent_dalloc(extent_pool_t *pool, extent_t *e)
 {
-    /* A slab that decay already purged in part (arena.c, "Purging inside
-     * slabs": it went unused for the decay time) goes back purged whole,
-     * retained: not as dirty pages of which some are not resident. Still
-     * ours, so madvised before the lock. */
+    /* A slab already purged in part (arena.c, "Purging inside slabs": by
+     * decay once unused for the decay time, or by a purge) goes back purged
+     * whole, retained: not as dirty pages of which some are not resident.
+     * Still ours, so madvised before the lock. */
     const bool purged = e->slab && e->purged_pages != 0;
     if (purged)
         pages_purge_forced((void *)e->addr, e->size);
