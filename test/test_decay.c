@@ -1129,6 +1129,23 @@ static void inner_teardown(inner_t *t)
         free(t->keep[i]);
 }
 
+/* The arena a fixture test runs in (one besides this thread's, which goes
+ * into *home): the thread moves there, with the given decay times. */
+static unsigned inner_arena_enter(unsigned *home, ssize_t dirty_ms, ssize_t muzzy_ms)
+{
+    unsigned x, y;
+    *home = two_other_arenas(&x, &y);
+    set_thread_arena(x);
+    set_decay(x, dirty_ms, muzzy_ms);
+    return x;
+}
+
+static void inner_arena_leave(unsigned x, unsigned home)
+{
+    set_thread_arena(home);
+    set_decay(x, 1000, 0);
+}
+
 /* By arena.<x>.purge, or by malloc_trim(0) (every arena, as glibc's trims
  * the free pages inside its chunks). */
 static void purge_inside_slabs(unsigned x, unsigned bin, bool trim)
@@ -1173,22 +1190,17 @@ static void purge_inside_slabs(unsigned x, unsigned bin, bool trim)
 
 Test(decay, a_purge_gives_back_free_pages_of_slabs_in_use)
 {
-    unsigned x, y, home = two_other_arenas(&x, &y);
-    set_thread_arena(x);
-    set_decay(x, -1, -1);
+    unsigned home, x = inner_arena_enter(&home, -1, -1);
     purge_inside_slabs(x, inner_class(false), false);
     purge_inside_slabs(x, inner_class(true), true);
-    set_thread_arena(home);
-    set_decay(x, 1000, 0);
+    inner_arena_leave(x, home);
 }
 
 /* A slab purged inside that then empties goes back to the pool purged
  * whole (retained), not as dirty pages some of which are not resident. */
 Test(decay, a_slab_purged_inside_goes_back_purged_when_it_empties)
 {
-    unsigned x, y, home = two_other_arenas(&x, &y);
-    set_thread_arena(x);
-    set_decay(x, -1, -1);
+    unsigned home, x = inner_arena_enter(&home, -1, -1);
     inner_t t;
     inner_setup(&t, x, inner_class(false));
     ctl_do("arena.%zu.purge", x);
@@ -1216,8 +1228,7 @@ Test(decay, a_slab_purged_inside_goes_back_purged_when_it_empties)
         }
     }
     cr_assert_eq(resident, 0, "%zu OS pages of emptied slabs still resident", resident);
-    set_thread_arena(home);
-    set_decay(x, 1000, 0);
+    inner_arena_leave(x, home);
 }
 
 /* Calls arena.<a>.decay every 20 ms until the fixture's free pages are no
@@ -1234,10 +1245,8 @@ static size_t inner_decay_until_purged(const inner_t *t, uint64_t deadline_ms)
 
 Test(decay, free_pages_of_slabs_in_use_decay_when_no_fill_comes)
 {
-    unsigned x, y, home = two_other_arenas(&x, &y);
     const unsigned decay_ms = 400;
-    set_thread_arena(x);
-    set_decay(x, decay_ms, 0);
+    unsigned home, x = inner_arena_enter(&home, decay_ms, 0);
     inner_t t;
     inner_setup(&t, x, inner_class(false));
     uint64_t t0 = now_ms();
@@ -1251,22 +1260,18 @@ Test(decay, free_pages_of_slabs_in_use_decay_when_no_fill_comes)
     cr_assert_geq(now_ms() - t0, decay_ms * 3 / 4, "purged after %" PRIu64 " ms, the decay time is %u ms",
                   now_ms() - t0, decay_ms);
     inner_teardown(&t);
-    set_thread_arena(home);
-    set_decay(x, 1000, 0);
+    inner_arena_leave(x, home);
 }
 
 Test(decay, free_pages_of_slabs_in_use_stay_with_decay_minus_one)
 {
-    unsigned x, y, home = two_other_arenas(&x, &y);
-    set_thread_arena(x);
-    set_decay(x, -1, -1);
+    unsigned home, x = inner_arena_enter(&home, -1, -1);
     inner_t t;
     inner_setup(&t, x, inner_class(false));
     size_t left = inner_decay_until_purged(&t, now_ms() + 500);
     cr_assert_geq(left, t.written, "decay -1 purged pages inside slabs");
     inner_teardown(&t);
-    set_thread_arena(home);
-    set_decay(x, 1000, 0);
+    inner_arena_leave(x, home);
 }
 
 /* ---------------------------------------------------------------------
