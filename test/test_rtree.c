@@ -259,8 +259,10 @@ Test(rtree, fast_map_is_zero_for_unknown_pages)
                           (uintptr_t)1 << 47,
                           VA_TOP,
                           UINTPTR_MAX};
-    for (size_t i = 0; i < MA_ARRAY_LEN(others); i++)
+    for (size_t i = 0; i < MA_ARRAY_LEN(others); i++) {
         cr_assert_eq(rtree_fast_lookup(others[i]), 0, "%#lx", (unsigned long)others[i]);
+        cr_assert_eq(rtree_fastmap_lookup(&rtree_linemap, others[i]), 0, "%#lx", (unsigned long)others[i]);
+    }
     /* A page we mapped ourselves. */
     void *m = mmap(NULL, 4 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     cr_assert_neq(m, MAP_FAILED);
@@ -272,6 +274,15 @@ Test(rtree, fast_map_is_zero_for_unknown_pages)
 /* Whether the fast map carries class ind (cache_bin.h: classes whose size
  * does not fit 16 bits are never on free's fast path). */
 static unsigned fast_value(unsigned ind) { return sc_index2size(ind) <= UINT16_MAX ? ind + 1 : 0; }
+
+/* What the line map (shared by all arenas) holds for a live slab of class
+ * ind: ind + 1 when its regions are whole cache lines (so a thread of any
+ * arena may cache them), else 0. */
+static unsigned line_value(unsigned ind)
+{
+    size_t usize = sc_index2size(ind);
+    return usize % 64 == 0 ? fast_value(ind) : 0;
+}
 
 Test(rtree, fast_map_for_live_slabs_after_malloc)
 {
@@ -293,6 +304,7 @@ Test(rtree, fast_map_for_live_slabs_after_malloc)
         cr_assert_eq(e->size, (size_t)sc_bin_info[ind].slab_pages * PAGE);
         for (uintptr_t a = e->addr; a < e->addr + e->size; a += PAGE) {
             cr_assert_eq(rtree_fast_lookup(a), fast_value(ind));
+            cr_assert_eq(rtree_fastmap_lookup(&rtree_linemap, a), line_value(ind), "malloc(%zu)", sizes[i]);
             cr_assert_eq(rtree_lookup(a), elm, "every page of a slab maps to it");
         }
     }
@@ -327,38 +339,42 @@ Test(rtree, fast_map_through_the_extent_layer)
         for (uintptr_t a = e->addr; a < e->addr + size; a += PAGE) {
             cr_assert_eq(rtree_fastmap_lookup(&fm, a), fast_value(ind), "bin %u", ind);
             cr_assert_eq(rtree_fast_lookup(a), 0, "bin %u: marked in an arena's map, not its pool's", ind);
+            cr_assert_eq(rtree_fastmap_lookup(&rtree_linemap, a), line_value(ind), "bin %u (%zu B): line map %lu",
+                         ind, sc_index2size(ind), (unsigned long)rtree_fastmap_lookup(&rtree_linemap, a));
         }
         uintptr_t addr = e->addr;
         extent_dalloc(&pool, e);
         for (uintptr_t a = addr; a < addr + size; a += PAGE) {
             cr_assert_eq(rtree_fastmap_lookup(&fm, a), 0, "bin %u: freed slab still on the fast map", ind);
+            cr_assert_eq(rtree_fastmap_lookup(&rtree_linemap, a), 0, "bin %u: freed slab still on the line map", ind);
             cr_assert_eq(rtree_lookup(a) & RTREE_SLAB, 0);
         }
     }
     /* A large extent: never on the fast map. */
     bool zeroed;
     extent_t *e = extent_alloc(&pool, 8 * PAGE, PAGE, sc_size2index(8 * PAGE), false, &zeroed);
-    for (uintptr_t a = e->addr; a < e->addr + e->size; a += PAGE)
+    for (uintptr_t a = e->addr; a < e->addr + e->size; a += PAGE) {
         cr_assert_eq(rtree_fastmap_lookup(&fm, a), 0);
+        cr_assert_eq(rtree_fastmap_lookup(&rtree_linemap, a), 0);
+    }
     extent_dalloc(&pool, e);
 }
 
-Test(rtree, fast_map_after_a_slab_is_freed_through_the_bins)
+/* One slab of class ind holding only objects allocated here, freed: off both
+ * maps. */
+static void slab_freed_through_the_bins(unsigned ind)
 {
-    /* The thread cache off, so every free reaches the bin at once. */
-    tsd_t *tsd = tsd_fetch();
-    tcache_set_enabled(tsd, false);
-    unsigned ind = sc_size2index(100);
     unsigned nregs = sc_bin_info[ind].nregs;
     /* Allocate until one slab holds only our objects and is not its bin's
      * current slab (earlier users of the bin may own parts of older slabs). */
     unsigned max = 64 * nregs + 64;
+    size_t usize = sc_index2size(ind);
     void **ps = malloc(max * sizeof(void *));
     extent_t **ex = malloc(max * sizeof(extent_t *));
     extent_t *mine = NULL;
     unsigned n = 0;
     while (mine == NULL && n < max) {
-        ps[n] = malloc(100);
+        ps[n] = malloc(usize);
         ex[n] = rtree_elm_extent(rtree_lookup((uintptr_t)ps[n]));
         n++;
         for (unsigned i = 0; i < n && mine == NULL; i++) {
@@ -375,8 +391,10 @@ Test(rtree, fast_map_after_a_slab_is_freed_through_the_bins)
     cr_assert_not_null(mine, "no slab of our own after %u allocations", n);
     uintptr_t addr = mine->addr;
     size_t size = mine->size;
-    for (uintptr_t p = addr; p < addr + size; p += PAGE)
+    for (uintptr_t p = addr; p < addr + size; p += PAGE) {
         cr_assert_eq(rtree_fast_lookup(p), fast_value(ind));
+        cr_assert_eq(rtree_fastmap_lookup(&rtree_linemap, p), line_value(ind));
+    }
     /* Free every region of that slab. */
     unsigned freed = 0;
     for (unsigned i = 0; i < n; i++) {
@@ -389,11 +407,22 @@ Test(rtree, fast_map_after_a_slab_is_freed_through_the_bins)
     cr_assert_eq(freed, nregs);
     for (uintptr_t p = addr; p < addr + size; p += PAGE) {
         cr_assert_eq(rtree_fast_lookup(p), 0, "page %#lx of a freed slab", (unsigned long)p);
+        cr_assert_eq(rtree_fastmap_lookup(&rtree_linemap, p), 0, "page %#lx of a freed slab: on the line map",
+                     (unsigned long)p);
         cr_assert_eq(rtree_lookup(p) & RTREE_SLAB, 0);
     }
     for (unsigned i = 0; i < n; i++)
         free(ps[i]);
     free(ps);
     free(ex);
+}
+
+Test(rtree, fast_map_after_a_slab_is_freed_through_the_bins)
+{
+    /* The thread cache off, so every free reaches the bin at once. */
+    tsd_t *tsd = tsd_fetch();
+    tcache_set_enabled(tsd, false);
+    slab_freed_through_the_bins(sc_size2index(100));    /* shares lines with neighbours */
+    slab_freed_through_the_bins(sc_size2index(2 * 64)); /* whole lines: on the line map too */
     tcache_set_enabled(tsd, true);
 }

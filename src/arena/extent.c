@@ -347,6 +347,8 @@ static void register_active(extent_t *e, extent_pool_t *user, unsigned szind, bo
         if (sc_index2size(szind) <= UINT16_MAX && user->fastmap != NULL) {
             e->fastmap = user->fastmap;
             rtree_fastmap_write(e->fastmap, e->addr, e->size, szind + 1);
+            if (rtree_on_linemap(szind))
+                rtree_fastmap_write(&rtree_linemap, e->addr, e->size, szind + 1);
         }
     } else
         register_boundaries(e, rtree_elm_make(e, szind, 0));
@@ -522,8 +524,11 @@ void extent_dalloc(extent_pool_t *pool, extent_t *e)
             pool->stats.nmadvise[0]++;
             pool->stats.purged_pages[0] += (e->size >> LG_PAGE) - n;
         }
-        if (e->fastmap != NULL)
+        if (e->fastmap != NULL) {
             rtree_fastmap_write(e->fastmap, e->addr, e->size, 0);
+            if (rtree_on_linemap(e->szind))
+                rtree_fastmap_write(&rtree_linemap, e->addr, e->size, 0);
+        }
         if (e->size > 2 * PAGE)
             rtree_write_range(e->addr + PAGE, e->size - 2 * PAGE, RTREE_STALE);
     }

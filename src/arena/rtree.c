@@ -14,6 +14,8 @@ static ma_mutex_t rtree_lock = MA_MUTEX_INITIALIZER; /* serialises leaf creation
 
 _Static_assert(SC_NBINS < 255, "the fast map stores binind + 1 in a byte");
 
+rtree_fastmap_t rtree_linemap;
+
 void rtree_fastmap_init(rtree_fastmap_t *fm)
 {
     /* The user address space is 2^47 bytes on x86-64 (4-level paging). */

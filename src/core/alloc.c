@@ -183,7 +183,7 @@ static void dalloc(void *p, int flags, const char *func)
 
 MA_NOINLINE void ma_free_slow(void *p)
 {
-    if (p == NULL)
+    if (p == NULL || free_remote_line(p))
         return;
     dalloc(p, 0, "free");
 }
@@ -392,7 +392,7 @@ bool opt_check_sized;
  * size when checks are on (or when it cannot be trusted), free. */
 MA_NOINLINE void ma_sdalloc_slow(void *p, size_t size, size_t align, int flags, const char *func)
 {
-    if (p == NULL)
+    if (p == NULL || (!opt_check_sized && flags == 0 && free_remote_line(p)))
         return;
     rtree_elm_t elm = ma_lookup_live(p, func);
     if (opt_check_sized) {

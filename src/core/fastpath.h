@@ -28,16 +28,15 @@ MA_INLINE bool alloc_fast(size_t size, void **out)
     return true;
 }
 
-/* Object on a slab of this thread's arena (not sampled, not large, not
- * another arena's) pushed to the thread cache. */
-MA_INLINE bool free_fast(void *p)
+/* Push p to the cache bin that map (of npages bytes, see rtree.h) names for
+ * its page; false when the byte is 0 (not a slab of that map) or the bin is
+ * full. */
+MA_INLINE bool free_to_cache(tsd_t TSD_SEG *tsd, const uint8_t *map, uintptr_t npages, void *p)
 {
-    tsd_t TSD_SEG *tsd = tsd_fast();
     uintptr_t pg = (uintptr_t)p >> LG_PAGE;
-    if (unlikely(pg >= tsd->fastmap_npages))
+    if (unlikely(pg >= npages))
         return false;
-    /* The thread's own arena's map: class + 1, or 0 (not one of our slabs). */
-    uintptr_t ind1 = ma_load_relaxed(&tsd->fastmap[pg]);
+    uintptr_t ind1 = ma_load_relaxed(&map[pg]);
     /* ind1 == 0 (not a slab object) selects bin_none, which is always full. */
     cache_bin_t TSD_SEG *bin =
         (cache_bin_t TSD_SEG *)((char TSD_SEG *)&tsd->bin_none + (ind1 << CACHE_BIN_LG_SIZE));
@@ -45,6 +44,24 @@ MA_INLINE bool free_fast(void *p)
         return false;
     tsd->thread_deallocated += bin->usize;
     return true;
+}
+
+/* Object on a slab of this thread's arena (not sampled, not large, not
+ * another arena's) pushed to the thread cache. */
+MA_INLINE bool free_fast(void *p)
+{
+    tsd_t TSD_SEG *tsd = tsd_fast();
+    return free_to_cache(tsd, tsd->fastmap, tsd->fastmap_npages, p);
+}
+
+/* The first step of free's slow path: another arena's object of a class of
+ * whole cache lines, pushed to this thread's cache (the line map, rtree.h).
+ * Only for a thread that has a fast map: one set up and not exited. */
+MA_INLINE bool free_remote_line(void *p)
+{
+    tsd_t TSD_SEG *tsd = tsd_fast();
+    uintptr_t npages = tsd->fastmap_npages != 0 ? rtree_linemap.npages : 0;
+    return free_to_cache(tsd, rtree_linemap.map, npages, p);
 }
 
 #endif

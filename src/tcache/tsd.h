@@ -39,8 +39,11 @@ enum tsd_state {
  * - thread_allocated / thread_deallocated count usable bytes, monotonic.
  * - bin_none is never written: zero, so (uint16)head == full, always full.
  * - fastmap / fastmap_npages are those of `arena` (0 while there is none), so
- *   free's fast path caches only objects of this thread's own arena; the
- *   others (remote frees) go back to their own slabs (arena_dalloc_remote).
+ *   free's fast path caches only objects of this thread's own arena. Of the
+ *   others (remote frees), those of whole-line classes are cached too, by
+ *   the first step of the slow path (the line map, rtree.h; only while
+ *   fastmap_npages != 0); the rest go back to their own slabs
+ *   (arena_dalloc_remote).
  */
 typedef struct tsd {
     /* --- fast line --- */
