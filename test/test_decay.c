@@ -1263,6 +1263,56 @@ Test(decay, free_pages_of_slabs_in_use_decay_when_no_fill_comes)
     inner_arena_leave(x, home);
 }
 
+/* How many of the fixture's slabs have pages purged inside. */
+static unsigned inner_slabs_purged(const inner_t *t)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < t->nslabs; i++)
+        n += t->slab[i]->purged_pages != 0;
+    return n;
+}
+
+/* A decay tick (what the ticker runs in a malloc: a budget of pages, not
+ * SIZE_MAX) makes at most SLAB_VISIT_CALLS madvise calls inside slabs, so
+ * that no malloc stalls on a long purge under a bin lock; the next ticks
+ * do the rest. Each of the fixture's slabs needs at least one call. The
+ * clock is the test's: a period (decay_ms / 4) passes between rounds. */
+Test(decay, a_decay_tick_purges_inside_slabs_a_bounded_amount)
+{
+    const unsigned decay_ms = 400;
+    unsigned home, x = inner_arena_enter(&home, decay_ms, 0);
+    inner_t t;
+    inner_setup(&t, x, inner_class(false));
+    cr_assert_gt(t.nslabs, SLAB_VISIT_CALLS, "the fixture needs more slabs than a tick may purge");
+    const size_t tick_pages = (size_t)16 << (20 - LG_PAGE);
+    const uint64_t period_ns = (uint64_t)decay_ms * 1000000ull / 4;
+    uint64_t now = decay_now_ns();
+    unsigned rounds = 0;
+    while (inner_slabs_purged(&t) == 0 && rounds < 20) {
+        now += period_ns + 1;
+        arena_decay(arenas[x], now, tick_pages);
+        rounds++;
+    }
+    unsigned first = inner_slabs_purged(&t);
+    cr_assert_gt(first, 0, "nothing purged inside slabs after %u decay periods", rounds);
+    cr_assert_leq(first, SLAB_VISIT_CALLS, "one tick purged inside %u slabs (at most %d madvise calls)", first,
+                  SLAB_VISIT_CALLS);
+    cr_assert_geq(rounds, 4, "purged after %u inspections", rounds);
+    /* The next ticks, with no time passing, go on where it stopped. */
+    unsigned ticks = 0, before = first;
+    while (inner_resident(&t) != 0 && ticks < 4 * INNER_NSLABS) {
+        arena_decay(arenas[x], now, tick_pages);
+        unsigned after = inner_slabs_purged(&t);
+        cr_assert_leq(after - before, SLAB_VISIT_CALLS, "one tick purged inside %u slabs", after - before);
+        before = after;
+        ticks++;
+    }
+    cr_assert_eq(inner_resident(&t), 0, "free pages inside slabs left resident after %u more ticks", ticks);
+    cr_assert_eq(inner_slabs_purged(&t), t.nslabs);
+    inner_teardown(&t);
+    inner_arena_leave(x, home);
+}
+
 Test(decay, free_pages_of_slabs_in_use_stay_with_decay_minus_one)
 {
     unsigned home, x = inner_arena_enter(&home, -1, -1);

@@ -450,6 +450,19 @@ static void arena_release_empty_slabs(arena_t *a)
  * took from it for SLAB_IDLE_SCANS of them (the period, plus up to one). */
 #define SLAB_IDLE_SCANS 4
 
+/* A decay tick's share of that work: each period starts a round that
+ * visits every bin once (the visit is the inspection), and a tick takes
+ * bins of the round until it has walked SLAB_TICK_SLABS slabs or made
+ * SLAB_VISIT_CALLS madvise calls (arena.h; a visit makes at most that
+ * many, each a few microseconds under the bin lock). A bin with slabs left
+ * over is marked for another visit (slabs_redo, not an inspection), which
+ * the next ticks make first.
+ * Walking every bin and purging up to 16 MiB in one tick held bin locks,
+ * and stalled the malloc that ran it, for up to 14.5 ms (footprint server,
+ * where free pages inside slabs come in runs of one or two pages). */
+#define SLAB_TICK_SLABS 256
+
+
 void slab_unpurge(extent_t *slab, unsigned binind, void *const *regs, unsigned n)
 {
     const size_t reg_size = sc_bin_info[binind].reg_size;
@@ -492,19 +505,25 @@ static uint64_t slab_free_pages(const extent_t *slab, unsigned binind)
     return mask;
 }
 
-typedef struct slab_purge_tally {
-    size_t pages, nmadvise, budget;
-} slab_purge_tally_t;
+typedef struct slab_purge_pass {
+    unsigned min_idle;    /* inspections without a fill a slab needs (0: any slab) */
+    bool counting;        /* this visit is one of those inspections */
+    size_t pages, nmadvise, nslabs;
+    size_t max_pages, max_calls;
+} slab_purge_pass_t;
 
 /* Under the bin lock: purge the free pages of slab if no fill took from it
- * for min_idle inspections (0: at once, no counting). */
-static void slab_purge_locked(extent_t *s, unsigned binind, unsigned min_idle, slab_purge_tally_t *t)
+ * for t->min_idle inspections (counting this one when t->counting). */
+static void slab_purge_locked(extent_t *s, unsigned binind, slab_purge_pass_t *t)
 {
-    if (s->idle_scans < min_idle) {
-        s->idle_scans++;
+    t->nslabs++;
+    if (s->idle_scans < t->min_idle) {
+        if (t->counting)
+            s->idle_scans++;
         return;
     }
-    if ((size_t)s->nfree * sc_bin_info[binind].reg_size < PAGE || t->pages >= t->budget)
+    if ((size_t)s->nfree * sc_bin_info[binind].reg_size < PAGE || t->pages >= t->max_pages ||
+        t->nmadvise >= t->max_calls)
         return;
     uint64_t mask = slab_free_pages(s, binind) & ~s->purged_pages;
     if (mask == 0)
@@ -523,44 +542,85 @@ static void slab_purge_locked(extent_t *s, unsigned binind, unsigned min_idle, s
     }
 }
 
-static void bin_purge_slabs_locked(bin_t *bin, unsigned binind, unsigned min_idle, slab_purge_tally_t *t)
+static void bin_purge_slabs_locked(bin_t *bin, unsigned binind, slab_purge_pass_t *t)
 {
     if (bin->slabcur != NULL)
-        slab_purge_locked(bin->slabcur, binind, min_idle, t);
+        slab_purge_locked(bin->slabcur, binind, t);
     for (unsigned k = 0; k < BIN_NBUCKETS; k++)
         for (extent_t *s = extent_heap_first(&bin->nonfull[k]); s != NULL; s = extent_heap_walk_next(s))
-            slab_purge_locked(s, binind, min_idle, t);
+            slab_purge_locked(s, binind, t);
 }
 
-/* Purge free pages inside the slabs of every multi-page class of a: those
- * idle for a decay period when decay, all of them otherwise (at most
- * max_pages). Returns the pages purged. */
+/* Whether bin b has multi-page slabs that could hold free pages. */
+static bool bin_has_slabs_to_purge(bin_t *bin, unsigned b)
+{
+    return sc_bin_info[b].slab_pages > 1 &&
+           (ma_load_relaxed(&bin->stats.nonfull_slabs) != 0 || ma_load_relaxed(&bin->slabcur) != NULL);
+}
+
+/* Purge free pages inside the slabs of a: when decay, those no fill took
+ * from for a decay period, a tick's share of the round (all of the round
+ * that is left when max_pages is SIZE_MAX: mallctl's decay, the background
+ * thread); all of them otherwise. Returns the pages purged. */
 static size_t arena_purge_slabs(arena_t *a, bool decay, uint64_t now_ns, size_t max_pages)
 {
-    unsigned min_idle = 0;
-    if (decay) {
+    slab_purge_pass_t t = {.max_pages = max_pages, .max_calls = SIZE_MAX};
+    if (!decay) {
+        for (unsigned b = 0; b < SC_NBINS; b++) {
+            bin_t *bin = &a->bins[b];
+            if (!bin_has_slabs_to_purge(bin, b))
+                continue;
+            ma_mutex_lock(&bin->lock);
+            bin_purge_slabs_locked(bin, b, &t);
+            ma_mutex_unlock(&bin->lock);
+        }
+    } else {
         ssize_t ms = ma_load_relaxed(&a->pool.decay_dirty.ms);
         if (ms < 0)
             return 0;
         uint64_t period = MA_MAX((uint64_t)ms * 1000000ull / SLAB_IDLE_SCANS, ARENA_BIN_SCAN_NS);
         uint64_t last = ma_load_relaxed(&a->slabs_scanned_ns);
-        /* One scan per period, whoever claims it (a second would count
-         * the slabs idle twice). */
-        if ((now_ns - last < period && now_ns >= last) ||
-            !__atomic_compare_exchange_n(&a->slabs_scanned_ns, &last, now_ns, false, __ATOMIC_RELAXED,
-                                         __ATOMIC_RELAXED))
-            return 0;
-        min_idle = ms == 0 ? 0 : SLAB_IDLE_SCANS;
-    }
-    slab_purge_tally_t t = {0, 0, max_pages};
-    for (unsigned b = 0; b < SC_NBINS && t.pages < t.budget; b++) {
-        bin_t *bin = &a->bins[b];
-        if (sc_bin_info[b].slab_pages == 1 ||
-            (ma_load_relaxed(&bin->stats.nonfull_slabs) == 0 && ma_load_relaxed(&bin->slabcur) == NULL))
-            continue;
-        ma_mutex_lock(&bin->lock);
-        bin_purge_slabs_locked(bin, b, min_idle, &t);
-        ma_mutex_unlock(&bin->lock);
+        /* One round per period, whoever claims it (a second would count
+         * the slabs idle twice); each bin of it goes to one caller. */
+        if (!(now_ns - last < period && now_ns >= last) &&
+            __atomic_compare_exchange_n(&a->slabs_scanned_ns, &last, now_ns, false, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED))
+            ma_store_relaxed(&a->slabs_round_bin, 0);
+        const bool whole_round = max_pages == SIZE_MAX;
+        t.min_idle = ms == 0 ? 0 : SLAB_IDLE_SCANS;
+        while ((whole_round || (t.nslabs < SLAB_TICK_SLABS && t.nmadvise < SLAB_VISIT_CALLS)) &&
+               t.pages < max_pages) {
+            /* A bin to visit again first (claimed by clearing its bit),
+             * else the round's next one. */
+            unsigned b = SC_NBINS;
+            for (unsigned w = 0; w < MA_ARRAY_LEN(a->slabs_redo) && b == SC_NBINS; w++) {
+                uint64_t bits = ma_load_relaxed(&a->slabs_redo[w]);
+                while (bits != 0 && b == SC_NBINS) {
+                    uint64_t bit = bits & -bits;
+                    if (__atomic_fetch_and(&a->slabs_redo[w], ~bit, __ATOMIC_RELAXED) & bit)
+                        b = w * 64 + (unsigned)__builtin_ctzll(bits);
+                    bits &= ~bit;
+                }
+            }
+            t.counting = b == SC_NBINS;
+            if (t.counting) {
+                b = ma_load_relaxed(&a->slabs_round_bin);
+                if (b >= SC_NBINS)
+                    break;
+                if (!__atomic_compare_exchange_n(&a->slabs_round_bin, &b, b + 1, false, __ATOMIC_RELAXED,
+                                                 __ATOMIC_RELAXED))
+                    continue;
+            }
+            bin_t *bin = &a->bins[b];
+            if (!bin_has_slabs_to_purge(bin, b))
+                continue;
+            t.max_calls = whole_round ? t.nmadvise + SLAB_VISIT_CALLS : SLAB_VISIT_CALLS;
+            ma_mutex_lock(&bin->lock);
+            bin_purge_slabs_locked(bin, b, &t);
+            ma_mutex_unlock(&bin->lock);
+            if (t.nmadvise >= t.max_calls) /* maybe more: again soon */
+                __atomic_fetch_or(&a->slabs_redo[b / 64], (uint64_t)1 << (b % 64), __ATOMIC_RELAXED);
+        }
     }
     if (t.nmadvise != 0)
         extent_count_slab_purge(&a->pool, t.nmadvise, t.pages);

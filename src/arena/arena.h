@@ -86,9 +86,14 @@ typedef struct arena {
     size_t large_allocated;      /* bytes in active large extents (atomic) */
     uint64_t bins_scanned_ns;    /* when arena_decay last looked at the bins */
     uint64_t slabs_scanned_ns;   /* when it last looked for free pages in slabs */
+    unsigned slabs_round_bin;    /* the next bin that look visits (atomic; >= SC_NBINS: done) */
+    uint64_t slabs_redo[(SC_NBINS + 63) / 64]; /* bins a visit left pages to purge in (atomic bits) */
 } arena_t;
 
 #define ARENA_BIN_SCAN_NS 10000000ull /* 10 ms */
+/* madvise calls a decay tick makes at most to purge pages inside slabs,
+ * and one bin lock holds across (arena.c, "Purging inside slabs"). */
+#define SLAB_VISIT_CALLS 32
 
 extern arena_t *arenas[ARENAS_MAX];
 extern unsigned arena_narenas;   /* how many arenas threads are spread over */
