@@ -1140,6 +1140,15 @@ static unsigned inner_arena_enter(unsigned *home, ssize_t dirty_ms, ssize_t muzz
     return x;
 }
 
+/* inner_arena_enter with dirty_ms (muzzy 0), then the fixture there for
+ * the class under a page. */
+static unsigned inner_enter_setup(inner_t *t, unsigned *home, ssize_t dirty_ms)
+{
+    unsigned x = inner_arena_enter(home, dirty_ms, dirty_ms < 0 ? -1 : 0);
+    inner_setup(t, x, inner_class(false));
+    return x;
+}
+
 static void inner_arena_leave(unsigned x, unsigned home)
 {
     set_thread_arena(home);
@@ -1200,9 +1209,9 @@ Test(decay, a_purge_gives_back_free_pages_of_slabs_in_use)
  * whole (retained), not as dirty pages some of which are not resident. */
 Test(decay, a_slab_purged_inside_goes_back_purged_when_it_empties)
 {
-    unsigned home, x = inner_arena_enter(&home, -1, -1);
+    unsigned home;
     inner_t t;
-    inner_setup(&t, x, inner_class(false));
+    unsigned x = inner_enter_setup(&t, &home, -1);
     ctl_do("arena.%zu.purge", x);
     size_t dirty0 = astat(ALL, "pdirty"), purged0 = astat(ALL, "pslab_purged");
     extent_t *cur = arenas[x]->bins[t.bin].slabcur; /* stays, empty, as the current slab */
@@ -1246,9 +1255,9 @@ static size_t inner_decay_until_purged(const inner_t *t, uint64_t deadline_ms)
 Test(decay, free_pages_of_slabs_in_use_decay_when_no_fill_comes)
 {
     const unsigned decay_ms = 400;
-    unsigned home, x = inner_arena_enter(&home, decay_ms, 0);
+    unsigned home;
     inner_t t;
-    inner_setup(&t, x, inner_class(false));
+    unsigned x = inner_enter_setup(&t, &home, decay_ms);
     uint64_t t0 = now_ms();
     ctl_do("arena.%zu.decay", x);
     size_t fresh = inner_resident(&t);
@@ -1280,9 +1289,9 @@ static unsigned inner_slabs_purged(const inner_t *t)
 Test(decay, a_decay_tick_purges_inside_slabs_a_bounded_amount)
 {
     const unsigned decay_ms = 400;
-    unsigned home, x = inner_arena_enter(&home, decay_ms, 0);
+    unsigned home;
     inner_t t;
-    inner_setup(&t, x, inner_class(false));
+    unsigned x = inner_enter_setup(&t, &home, decay_ms);
     cr_assert_gt(t.nslabs, SLAB_VISIT_CALLS, "the fixture needs more slabs than a tick may purge");
     const size_t tick_pages = (size_t)16 << (20 - LG_PAGE);
     const uint64_t period_ns = (uint64_t)decay_ms * 1000000ull / 4;
@@ -1315,9 +1324,9 @@ Test(decay, a_decay_tick_purges_inside_slabs_a_bounded_amount)
 
 Test(decay, free_pages_of_slabs_in_use_stay_with_decay_minus_one)
 {
-    unsigned home, x = inner_arena_enter(&home, -1, -1);
+    unsigned home;
     inner_t t;
-    inner_setup(&t, x, inner_class(false));
+    unsigned x = inner_enter_setup(&t, &home, -1);
     size_t left = inner_decay_until_purged(&t, now_ms() + 500);
     cr_assert_geq(left, t.written, "decay -1 purged pages inside slabs");
     inner_teardown(&t);

@@ -558,6 +558,19 @@ static bool bin_has_slabs_to_purge(bin_t *bin, unsigned b)
            (ma_load_relaxed(&bin->stats.nonfull_slabs) != 0 || ma_load_relaxed(&bin->slabcur) != NULL);
 }
 
+/* A bin marked in slabs_redo, claimed by clearing its bit; SC_NBINS when
+ * there is none. */
+static unsigned arena_take_redo_bin(arena_t *a)
+{
+    for (unsigned w = 0; w < MA_ARRAY_LEN(a->slabs_redo); w++)
+        for (uint64_t bits = ma_load_relaxed(&a->slabs_redo[w]); bits != 0; bits &= bits - 1) {
+            uint64_t bit = bits & -bits;
+            if (__atomic_fetch_and(&a->slabs_redo[w], ~bit, __ATOMIC_RELAXED) & bit)
+                return w * 64 + (unsigned)__builtin_ctzll(bit);
+        }
+    return SC_NBINS;
+}
+
 /* Purge free pages inside the slabs of a: when decay, those no fill took
  * from for a decay period, a tick's share of the round (all of the round
  * that is left when max_pages is SIZE_MAX: mallctl's decay, the background
@@ -590,18 +603,8 @@ static size_t arena_purge_slabs(arena_t *a, bool decay, uint64_t now_ns, size_t 
         t.min_idle = ms == 0 ? 0 : SLAB_IDLE_SCANS;
         while ((whole_round || (t.nslabs < SLAB_TICK_SLABS && t.nmadvise < SLAB_VISIT_CALLS)) &&
                t.pages < max_pages) {
-            /* A bin to visit again first (claimed by clearing its bit),
-             * else the round's next one. */
-            unsigned b = SC_NBINS;
-            for (unsigned w = 0; w < MA_ARRAY_LEN(a->slabs_redo) && b == SC_NBINS; w++) {
-                uint64_t bits = ma_load_relaxed(&a->slabs_redo[w]);
-                while (bits != 0 && b == SC_NBINS) {
-                    uint64_t bit = bits & -bits;
-                    if (__atomic_fetch_and(&a->slabs_redo[w], ~bit, __ATOMIC_RELAXED) & bit)
-                        b = w * 64 + (unsigned)__builtin_ctzll(bits);
-                    bits &= ~bit;
-                }
-            }
+            /* A bin to visit again first, else the round's next one. */
+            unsigned b = arena_take_redo_bin(a);
             t.counting = b == SC_NBINS;
             if (t.counting) {
                 b = ma_load_relaxed(&a->slabs_round_bin);
