@@ -2,6 +2,7 @@
  * Extents and the page pool, on a private extent_pool_t (no arena uses it),
  * plus the address-ordered pairing heap and the OS page layer.
  */
+#include <errno.h>
 #include <sys/mman.h>
 
 #include "arena/arena.h"
@@ -503,6 +504,24 @@ Test(extent, pages_purge_forced_zeroes_memory)
     p[0] = 1;
     cr_assert_eq(p[0], 1);
     munmap(p, size);
+}
+
+Test(extent, pages_system_calls_report_the_kernel_and_leave_errno_alone)
+{
+    /* The page size comes from the auxiliary vector (raw reads of
+     * /proc/self/auxv, see common/sys.h): the same as libc's. */
+    cr_assert_eq(pages_os_page_size(), (size_t)sysconf(_SC_PAGESIZE));
+    /* Failing calls return failure without touching errno. */
+    errno = 1234;
+    cr_assert_null(pages_map((size_t)1 << 62, PAGE), "a 4 EiB mapping cannot succeed");
+    cr_assert_eq(errno, 1234, "pages_map's failure leaked errno %d", errno);
+    unsigned char *p = pages_map(4 * PAGE, PAGE);
+    cr_assert_not_null(p);
+    cr_assert_not(pages_purge_forced(p + 1, PAGE), "madvise of an unaligned address must fail");
+    cr_assert_eq(errno, 1234, "a failed madvise leaked errno %d", errno);
+    cr_assert(pages_purge_forced(p, PAGE));
+    cr_assert_eq(errno, 1234);
+    pages_unmap(p, 4 * PAGE);
 }
 
 /* Whether [addr, addr + len) lies entirely in read-write mappings of this

@@ -236,3 +236,23 @@ Test(linking, static_link_against_libmyalloc_a, .timeout = 120, .fini = remove_t
     }
     remove_tmpdir();
 }
+
+/* The allocator makes its system calls itself (common/sys.h). Every libc
+ * wrapper called would map another 64 KiB of libc's text into every
+ * process (the kernel's fault-around), and would set errno on failure. */
+Test(linking, the_library_uses_no_libc_system_call_wrapper, .timeout = 60)
+{
+    char so[PATH_MAX], cmd[PATH_MAX + 64];
+    static char out[OUTLEN];
+    build_path(so, "libmyalloc.so");
+    snprintf(cmd, sizeof(cmd), "nm -D --undefined-only '%s'", so);
+    cr_assert_eq(tu_run(cmd, out, sizeof(out)), 0, "%s failed:\n%s", cmd, out);
+    cr_assert_not_null(strstr(out, "pthread_key_create"), "nm listed no imports:\n%s", out);
+    static const char *const wrappers[] = {"mmap", "mmap64", "munmap", "madvise", "syscall",
+                                           "sched_getaffinity", "__sched_cpucount"};
+    for (size_t i = 0; i < MA_ARRAY_LEN(wrappers); i++) {
+        char sym[64];
+        snprintf(sym, sizeof(sym), " U %s@", wrappers[i]);
+        cr_assert_null(strstr(out, sym), "libmyalloc.so imports %s:\n%s", wrappers[i], out);
+    }
+}

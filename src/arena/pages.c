@@ -1,11 +1,15 @@
 /*
- * pages: mmap/munmap/madvise wrappers.
+ * pages: mmap/munmap/madvise wrappers (raw system calls: errno is never
+ * touched, see common/sys.h).
  */
 #include "pages.h"
 
-#include <errno.h>
+#include <elf.h> /* AT_PAGESZ */
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+#include "../common/sys.h"
 
 #ifndef MADV_FREE
 #define MADV_FREE 8
@@ -15,52 +19,48 @@ uint64_t pages_nmadvise;
 
 void *pages_map(size_t size, size_t align)
 {
-    int saved = errno; /* a failed mmap must not leak ENOMEM into success paths */
     /* mmap aligns to the OS page only, which may be smaller than PAGE (a
      * 64 KiB-page build on 4 KiB pages): over-map by what alignment needs. */
-    static size_t os_page;
-    if (os_page == 0)
-        os_page = pages_os_page_size();
+    size_t os_page = pages_os_page_size();
     size_t total = size + (align > os_page ? align - os_page : 0);
     if (total < size)
         return NULL;
-    void *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
-    if (p == MAP_FAILED) {
-        errno = saved;
+    long r = ma_syscall(SYS_mmap, NULL, total, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (ma_sys_failed(r))
         return NULL;
-    }
-    uintptr_t start = (uintptr_t)p;
+    uintptr_t start = (uintptr_t)r;
     uintptr_t aligned = MA_ALIGN_UP(start, align);
     if (aligned != start)
-        munmap(p, aligned - start);
+        pages_unmap((void *)start, aligned - start);
     uintptr_t end = start + total, aend = aligned + size;
     if (end != aend)
-        munmap((void *)aend, end - aend);
-    errno = saved;
+        pages_unmap((void *)aend, end - aend);
     return (void *)aligned;
 }
 
 void pages_unmap(void *addr, size_t size)
 {
-    munmap(addr, size);
+    ma_syscall(SYS_munmap, addr, size);
+}
+
+static bool pages_advise(void *addr, size_t size, int advice)
+{
+    ma_fetch_add(&pages_nmadvise, 1);
+    return !ma_sys_failed(ma_syscall(SYS_madvise, addr, size, advice));
 }
 
 bool pages_purge_forced(void *addr, size_t size)
 {
-    ma_fetch_add(&pages_nmadvise, 1);
-    return madvise(addr, size, MADV_DONTNEED) == 0;
+    return pages_advise(addr, size, MADV_DONTNEED);
 }
 
 bool pages_purge_lazy(void *addr, size_t size)
 {
     static int lazy_broken;
     if (!ma_load_relaxed(&lazy_broken)) {
-        ma_fetch_add(&pages_nmadvise, 1);
-        int saved = errno;
-        if (madvise(addr, size, MADV_FREE) == 0)
+        if (pages_advise(addr, size, MADV_FREE))
             return true;
-        errno = saved;
         ma_store_relaxed(&lazy_broken, 1); /* kernel without MADV_FREE */
     }
     return pages_purge_forced(addr, size);
@@ -68,22 +68,46 @@ bool pages_purge_lazy(void *addr, size_t size)
 
 void pages_nohuge(void *addr, size_t size)
 {
-    ma_fetch_add(&pages_nmadvise, 1);
-    int saved = errno;
-    madvise(addr, size, MADV_NOHUGEPAGE);
-    errno = saved;
+    pages_advise(addr, size, MADV_NOHUGEPAGE);
 }
 
 void pages_huge(void *addr, size_t size)
 {
-    ma_fetch_add(&pages_nmadvise, 1);
-    int saved = errno;
-    madvise(addr, size, MADV_HUGEPAGE);
-    errno = saved;
+    pages_advise(addr, size, MADV_HUGEPAGE);
+}
+
+/* The kernel's page size from the auxiliary vector (AT_PAGESZ), read with
+ * raw system calls; 0 when /proc is not there. */
+static size_t pages_auxv_page_size(void)
+{
+    long fd = ma_syscall(SYS_openat, AT_FDCWD, "/proc/self/auxv", O_RDONLY | O_CLOEXEC);
+    if (ma_sys_failed(fd))
+        return 0;
+    unsigned long buf[64]; /* (type, value) pairs of the native word */
+    size_t page = 0;
+    while (page == 0) {
+        long n = ma_syscall(SYS_read, fd, buf, sizeof(buf));
+        if (ma_sys_failed(n) || n < (long)(2 * sizeof(buf[0])))
+            break;
+        for (size_t i = 0; i + 1 < (size_t)n / sizeof(buf[0]); i += 2)
+            if (buf[i] == AT_PAGESZ)
+                page = buf[i + 1];
+    }
+    ma_syscall(SYS_close, fd);
+    return page;
 }
 
 size_t pages_os_page_size(void)
 {
-    long p = sysconf(_SC_PAGESIZE);
-    return p > 0 ? (size_t)p : 4096;
+    static size_t page;
+    size_t p = ma_load_relaxed(&page);
+    if (p == 0) {
+        p = pages_auxv_page_size();
+        if (p == 0) {
+            long s = sysconf(_SC_PAGESIZE);
+            p = s > 0 ? (size_t)s : 4096;
+        }
+        ma_store_relaxed(&page, p);
+    }
+    return p;
 }

@@ -3,10 +3,9 @@
  */
 #include "mutex.h"
 
-#include <errno.h>
 #include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
+
+#include "sys.h"
 
 /* Spins before sleeping: critical sections are a few hundred instructions,
  * so a holder running on another CPU usually lets go within them; a holder
@@ -27,15 +26,12 @@ void ma_mutex_lock_slow(ma_mutex_t *mu)
     }
     /* Announce a waiter (2) whenever we take or wait: the lock taken here
      * may have had sleepers, and its unlock must wake the next. */
-    int saved = errno; /* FUTEX_WAIT fails with EAGAIN when the word moved */
+    /* FUTEX_WAIT fails (EAGAIN) when the word moved: then try again. */
     while (__atomic_exchange_n(&mu->state, 2, __ATOMIC_ACQUIRE) != 0)
-        syscall(SYS_futex, &mu->state, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
-    errno = saved;
+        ma_syscall(SYS_futex, &mu->state, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
 }
 
 void ma_mutex_wake(ma_mutex_t *mu)
 {
-    int saved = errno;
-    syscall(SYS_futex, &mu->state, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-    errno = saved;
+    ma_syscall(SYS_futex, &mu->state, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }

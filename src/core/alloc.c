@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../arena/extent.h"
+#include "../arena/pages.h"
 #include "../prof/prof.h"
 #include "core.h"
 #include "fastpath.h"
@@ -348,22 +349,14 @@ MA_EXPORT void *memalign(size_t align, size_t size)
     return aligned_caller(align, size, MA_CALLER());
 }
 
-static size_t os_page(void)
-{
-    static size_t page;
-    if (page == 0)
-        page = (size_t)sysconf(_SC_PAGESIZE);
-    return page;
-}
-
 MA_EXPORT void *valloc(size_t size)
 {
-    return ma_alloc_slow(size, os_page(), 0, MA_CALLER());
+    return ma_alloc_slow(size, pages_os_page_size(), 0, MA_CALLER());
 }
 
 MA_EXPORT void *pvalloc(size_t size)
 {
-    size_t pg = os_page();
+    size_t pg = pages_os_page_size();
     size_t rounded = (size + pg - 1) & ~(pg - 1);
     if (rounded < size) {
         errno = ENOMEM;

@@ -2,10 +2,10 @@
  * init: one-time initialisation and the fork protocol.
  */
 #include <pthread.h>
-#include <sched.h>
 
 #include "../arena/base.h"
 #include "../arena/pages.h"
+#include "../common/sys.h"
 #include "../prof/prof.h"
 #include "conf.h"
 #include "core.h"
@@ -15,16 +15,17 @@ unsigned ma_ncpus = 1;
 static ma_mutex_t init_lock = MA_MUTEX_INITIALIZER;
 static bool init_busy; /* set while this thread initialises: catches recursion */
 
+/* The CPUs this process may run on (raw sched_getaffinity, which returns
+ * the bytes of the mask it wrote). */
 static unsigned count_cpus(void)
 {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-        int n = CPU_COUNT(&set);
-        if (n > 0)
-            return (unsigned)n;
-    }
-    return 1;
+    uint64_t mask[16] = {0}; /* 1024 CPUs, as cpu_set_t */
+    long r = ma_syscall(SYS_sched_getaffinity, 0, sizeof(mask), mask);
+    unsigned n = 0;
+    if (!ma_sys_failed(r))
+        for (size_t i = 0; i < (size_t)r / sizeof(mask[0]); i++)
+            n += (unsigned)__builtin_popcountll(mask[i]);
+    return n > 0 ? n : 1;
 }
 
 /* No lock is held across fork: prepare takes every lock in lock order

@@ -23,6 +23,7 @@
 #include "../arena/base.h"
 #include "../arena/pages.h"
 #include "../common/mutex.h"
+#include "../common/sys.h"
 #include "prof_dwarf.h"
 
 /* ---------------------------------------------------------------------
@@ -514,13 +515,14 @@ static sym_obj_t *obj_load(const prof_maps_t *maps, const prof_map_t *m)
         struct stat st;
         if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
             size_t size = (size_t)st.st_size;
-            void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-            if (p != MAP_FAILED) {
+            long r = ma_syscall(SYS_mmap, NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+            if (!ma_sys_failed(r)) {
+                void *p = (void *)r;
                 elf_file_t f = {p, size};
                 elf_read(o, &f);
                 o->has_dwarf = prof_dwarf_init(&o->dwarf);
                 if (!o->has_dwarf)
-                    munmap(p, size);
+                    ma_syscall(SYS_munmap, p, size);
             }
         }
         close(fd);

@@ -61,6 +61,8 @@ void prof_unwind_stats_get(prof_unwind_stats_t *out)
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../common/sys.h"
+
 /* ---------------------------------------------------------------------
  * Rules, packed into a word (0: none).
  *   bits 0-2    kind (enum prof_unwind_kind)
@@ -767,18 +769,15 @@ static bool pu_maps_line(const char *p, const char *end, uintptr_t sp, uintptr_t
 static bool pu_stack_scan(uintptr_t sp, uintptr_t *lo, uintptr_t *hi)
 {
     ma_fetch_add(&pu_nscans, 1);
-    int saved = errno;
-    int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        errno = saved;
+    long fd = ma_syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (ma_sys_failed(fd))
         return false;
-    }
     char buf[2048];
     size_t have = 0;
     bool found = false, skipping = false;
     while (!found) {
-        ssize_t r = (ssize_t)syscall(SYS_read, fd, buf + have, sizeof(buf) - have);
-        if (r < 0 && errno == EINTR)
+        long r = ma_syscall(SYS_read, fd, buf + have, sizeof(buf) - have);
+        if (r == -EINTR)
             continue;
         if (r <= 0)
             break;
@@ -802,8 +801,7 @@ static bool pu_stack_scan(uintptr_t sp, uintptr_t *lo, uintptr_t *hi)
             have = 0;
         }
     }
-    syscall(SYS_close, fd);
-    errno = saved;
+    ma_syscall(SYS_close, fd);
     return found;
 }
 
