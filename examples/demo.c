@@ -31,7 +31,7 @@ static struct site {
 } sites[NSITES] = {
     {"make_sessions", "300k session records of 48 B"},
     {"load_documents", "20k documents of 1-8 KiB"},
-    {"build_index", "16 index tables of 4 MiB"},
+    {"build_index", "16 tables of 4 MiB + their list"},
     {"parse_tokens", "1M tokens, 24 B, all freed"},
     {"grow_log", "a log grown by realloc to 24 MiB"},
 };
