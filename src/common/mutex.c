@@ -25,8 +25,8 @@ void ma_mutex_lock_slow(ma_mutex_t *mu)
         ma_cpu_pause();
     }
     /* Announce a waiter (2) whenever we take or wait: the lock taken here
-     * may have had sleepers, and its unlock must wake the next. */
-    /* FUTEX_WAIT fails (EAGAIN) when the word moved: then try again. */
+     * may have had sleepers, and its unlock must wake the next. FUTEX_WAIT
+     * fails (EAGAIN) when the word moved: then try again. */
     while (__atomic_exchange_n(&mu->state, 2, __ATOMIC_ACQUIRE) != 0)
         ma_syscall(SYS_futex, &mu->state, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
 }

@@ -522,7 +522,7 @@ static sym_obj_t *obj_load(const prof_maps_t *maps, const prof_map_t *m)
                 elf_read(o, &f);
                 o->has_dwarf = prof_dwarf_init(&o->dwarf);
                 if (!o->has_dwarf)
-                    ma_syscall(SYS_munmap, p, size);
+                    pages_unmap(p, size);
             }
         }
         close(fd);
