@@ -816,3 +816,35 @@ Test(tcache, a_thrashing_bin_grows_and_a_freeing_thread_does_not)
         cr_assert_eq(cache_bin_ncached_max(bin_of(ind)), MA_MAX(before / 2, tcache_bin_cap_init(ind)),
                      "an idle grown bin shrinks");
 }
+
+/* Bins grow only within the thread's budget: thrash every class from 1 KiB
+ * to 8 KiB (each could grow to TCACHE_BIN_BYTES) and the growth they got
+ * together stays within TCACHE_THREAD_BYTES, and reaches it. */
+Test(tcache, all_bins_of_a_thread_grow_within_its_budget)
+{
+    enum { N = 256 };
+    static void *ps[N];
+    size_t could = 0;
+    const unsigned lo = sc_size2index(1024), hi = sc_size2index(8192);
+    for (unsigned ind = lo; ind <= hi; ind++)
+        could += (size_t)(tcache_bin_cap_max(ind) - tcache_bin_cap_init(ind)) * sc_index2size(ind);
+    cr_assert_gt(could, TCACHE_THREAD_BYTES, "the test needs classes that could outgrow the budget");
+    for (int round = 0; round < 8; round++) {
+        for (unsigned ind = lo; ind <= hi; ind++) {
+            unsigned n = MA_MIN(tcache_bin_cap_max(ind), (unsigned)N);
+            for (unsigned i = 0; i < n; i++)
+                ps[i] = malloc(sc_index2size(ind));
+            for (unsigned i = 0; i < n; i++)
+                free(ps[i]);
+        }
+    }
+    size_t grown = 0;
+    for (unsigned ind = 0; ind < tsd->tcache_nbins; ind++) {
+        unsigned cap = cache_bin_ncached_max(bin_of(ind));
+        cr_assert_geq(cap, tcache_bin_cap_init(ind), "class %zu below its first capacity", sc_index2size(ind));
+        grown += (size_t)(cap - tcache_bin_cap_init(ind)) * sc_index2size(ind);
+    }
+    cr_assert_eq(grown, tsd->cap_bytes, "the thread's growth account is off");
+    cr_assert_leq(grown, TCACHE_THREAD_BYTES, "bins grew by %zu bytes, over the thread's budget", grown);
+    cr_assert_geq(grown, TCACHE_THREAD_BYTES - sc_index2size(hi), "bins grew by %zu bytes only", grown);
+}
