@@ -817,21 +817,28 @@ Test(tcache, a_thrashing_bin_grows_and_a_freeing_thread_does_not)
                      "an idle grown bin shrinks");
 }
 
-/* Bins grow only within the thread's budget: thrash every class from 1 KiB
- * to 8 KiB (each could grow to TCACHE_BIN_BYTES) and the growth they got
- * together stays within TCACHE_THREAD_BYTES, and reaches it. */
+/* Bins grow only within the thread's budget: thrash enough classes (the
+ * largest cached small classes that can grow, whatever the page size) that
+ * together they could outgrow TCACHE_THREAD_BYTES; the growth they got
+ * stays within it, and reaches it. */
 Test(tcache, all_bins_of_a_thread_grow_within_its_budget)
 {
-    enum { N = 256 };
+    enum { N = TCACHE_NSLOTS_SMALL_MAX };
     static void *ps[N];
-    size_t could = 0;
-    const unsigned lo = sc_size2index(1024), hi = sc_size2index(8192);
-    for (unsigned ind = lo; ind <= hi; ind++)
-        could += (size_t)(tcache_bin_cap_max(ind) - tcache_bin_cap_init(ind)) * sc_index2size(ind);
-    cr_assert_gt(could, TCACHE_THREAD_BYTES, "the test needs classes that could outgrow the budget");
+    unsigned top = MA_MIN(tsd->tcache_nbins, (unsigned)SC_NBINS) - 1, lo = top + 1;
+    size_t could = 0, smallest = 0;
+    while (lo > 0 && could <= TCACHE_THREAD_BYTES + ((size_t)64 << 10)) {
+        lo--;
+        unsigned most = tcache_bin_cap_max(lo);
+        if (most > tcache_bin_cap_init(lo)) {
+            could += (size_t)(most - tcache_bin_cap_init(lo)) * sc_index2size(lo);
+            smallest = sc_index2size(lo);
+        }
+    }
+    cr_assert_gt(could, TCACHE_THREAD_BYTES, "the cached classes cannot outgrow the budget");
     for (int round = 0; round < 8; round++) {
-        for (unsigned ind = lo; ind <= hi; ind++) {
-            unsigned n = MA_MIN(tcache_bin_cap_max(ind), (unsigned)N);
+        for (unsigned ind = lo; ind <= top; ind++) {
+            unsigned n = tcache_bin_cap_max(ind);
             for (unsigned i = 0; i < n; i++)
                 ps[i] = malloc(sc_index2size(ind));
             for (unsigned i = 0; i < n; i++)
@@ -846,5 +853,5 @@ Test(tcache, all_bins_of_a_thread_grow_within_its_budget)
     }
     cr_assert_eq(grown, tsd->cap_bytes, "the thread's growth account is off");
     cr_assert_leq(grown, TCACHE_THREAD_BYTES, "bins grew by %zu bytes, over the thread's budget", grown);
-    cr_assert_geq(grown, TCACHE_THREAD_BYTES - sc_index2size(hi), "bins grew by %zu bytes only", grown);
+    cr_assert_geq(grown, TCACHE_THREAD_BYTES - smallest, "bins grew by %zu bytes only", grown);
 }
