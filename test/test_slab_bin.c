@@ -413,15 +413,7 @@ Test(bin, fills_prefer_the_lowest_address_nonfull_slab)
         cr_assert_eq(bin->slabcur->nfree, 0, "the current slab is full");
         /* The other slabs, and one region of each to free. */
         extent_t *slabs[NS];
-        unsigned ns = 0;
-        for (unsigned i = 0; i < n; i++) {
-            extent_t *s = tu_slab_of(ps[i]);
-            bool seen = s == bin->slabcur;
-            for (unsigned j = 0; j < ns; j++)
-                seen |= slabs[j] == s;
-            if (!seen)
-                slabs[ns++] = s;
-        }
+        unsigned ns = tu_slabs_besides(ps, n, bin->slabcur, slabs, NS);
         cr_assert_eq(ns, NS - 1);
         void *freed[NS];
         for (unsigned j = 0; j < ns; j++) {

@@ -462,7 +462,6 @@ static void arena_release_empty_slabs(arena_t *a)
  * where free pages inside slabs come in runs of one or two pages). */
 #define SLAB_TICK_SLABS 256
 
-
 void slab_unpurge(extent_t *slab, unsigned binind, void *const *regs, unsigned n)
 {
     const size_t reg_size = sc_bin_info[binind].reg_size;

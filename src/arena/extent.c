@@ -298,6 +298,23 @@ static void pool_maybe_unmap(extent_pool_t *pool, extent_t *e);
 static size_t pool_purge_locked(extent_pool_t *pool, eset_t *from, size_t keep, size_t max_pages,
                                 bool to_muzzy);
 
+/* One purge event of kind 0 (dirty) or 1 (muzzy) in the pool's stats. */
+static void pool_count_purge_locked(extent_pool_t *pool, int kind, size_t nmadvise, size_t pages)
+{
+    pool->stats.npurge[kind]++;
+    pool->stats.nmadvise[kind] += nmadvise;
+    pool->stats.purged_pages[kind] += pages;
+}
+
+/* Mark slab e's pages as class ind1 - 1 (0: none) in its fast map and, for
+ * classes of whole cache lines, in the line map. */
+static void slab_fastmaps_write(const extent_t *e, unsigned ind1)
+{
+    rtree_fastmap_write(e->fastmap, e->addr, e->size, ind1);
+    if (rtree_on_linemap(e->szind))
+        rtree_fastmap_write(&rtree_linemap, e->addr, e->size, ind1);
+}
+
 /* Merge e with free neighbours of set's state, then insert it. */
 static void pool_insert_coalesced(extent_pool_t *pool, eset_t *set, extent_t *e)
 {
@@ -346,9 +363,7 @@ static void register_active(extent_t *e, extent_pool_t *user, unsigned szind, bo
         /* Classes whose size the cache bin cannot hold take the slow path. */
         if (sc_index2size(szind) <= UINT16_MAX && user->fastmap != NULL) {
             e->fastmap = user->fastmap;
-            rtree_fastmap_write(e->fastmap, e->addr, e->size, szind + 1);
-            if (rtree_on_linemap(szind))
-                rtree_fastmap_write(&rtree_linemap, e->addr, e->size, szind + 1);
+            slab_fastmaps_write(e, szind + 1);
         }
     } else
         register_boundaries(e, rtree_elm_make(e, szind, 0));
@@ -520,15 +535,10 @@ void extent_dalloc(extent_pool_t *pool, extent_t *e)
             size_t n = (size_t)__builtin_popcountll(e->purged_pages);
             ma_fetch_sub(&pool->stats.slab_purged_pages, n);
             e->purged_pages = 0;
-            pool->stats.npurge[0]++;
-            pool->stats.nmadvise[0]++;
-            pool->stats.purged_pages[0] += (e->size >> LG_PAGE) - n;
+            pool_count_purge_locked(pool, 0, 1, (e->size >> LG_PAGE) - n);
         }
-        if (e->fastmap != NULL) {
-            rtree_fastmap_write(e->fastmap, e->addr, e->size, 0);
-            if (rtree_on_linemap(e->szind))
-                rtree_fastmap_write(&rtree_linemap, e->addr, e->size, 0);
-        }
+        if (e->fastmap != NULL)
+            slab_fastmaps_write(e, 0);
         if (e->size > 2 * PAGE)
             rtree_write_range(e->addr + PAGE, e->size - 2 * PAGE, RTREE_STALE);
     }
@@ -648,8 +658,7 @@ static void pool_maybe_unmap(extent_pool_t *pool, extent_t *e)
 static size_t pool_purge_locked(extent_pool_t *pool, eset_t *from, size_t keep, size_t max_pages, bool to_muzzy)
 {
     int kind = from == &pool->dirty ? 0 : 1;
-    size_t purged = 0;
-    bool any = false;
+    size_t purged = 0, nmadvise = 0;
     while (from->npages > keep && purged < max_pages && from->lru.head != NULL) {
         extent_t *batch[PURGE_BATCH];
         unsigned n = 0;
@@ -675,23 +684,18 @@ static size_t pool_purge_locked(extent_pool_t *pool, eset_t *from, size_t keep, 
             extent_t *e = batch[i];
             pool_insert_coalesced(pool, to, e);
         }
-        pool->stats.nmadvise[kind] += n;
+        nmadvise += n;
         purged += taken;
-        any = true;
     }
-    if (any) {
-        pool->stats.npurge[kind]++;
-        pool->stats.purged_pages[kind] += purged;
-    }
+    if (nmadvise != 0)
+        pool_count_purge_locked(pool, kind, nmadvise, purged);
     return purged;
 }
 
 void extent_count_slab_purge(extent_pool_t *pool, size_t nmadvise, size_t pages)
 {
     ma_mutex_lock(&pool->lock);
-    pool->stats.npurge[0]++;
-    pool->stats.nmadvise[0] += nmadvise;
-    pool->stats.purged_pages[0] += pages;
+    pool_count_purge_locked(pool, 0, nmadvise, pages);
     ma_mutex_unlock(&pool->lock);
 }
 

@@ -74,7 +74,6 @@ typedef struct extent {
     rtree_fastmap_t *fastmap;   /* active slab: the fast map its pages are marked in */
     struct extent *ph_child, *ph_prev, *ph_next;
     struct extent *lru_prev, *lru_next;
-    uint64_t lru_time;          /* when it entered its set (ns, for decay) */
     void *prof;                 /* the profiler's record of a sampled object */
     /* Slab: objects freed by threads of other arenas, linked through their
      * first word (pushed with a CAS), and the link in the bin's
