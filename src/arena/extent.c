@@ -15,7 +15,7 @@
 static base_cache_t extent_records = BASE_CACHE_INIT(extent_t);
 uint64_t extent_nchunks;
 
-ssize_t extent_opt_dirty_decay_ms = 1000;
+ssize_t extent_opt_dirty_decay_ms = 250;
 ssize_t extent_opt_muzzy_decay_ms = 0;
 bool extent_opt_retain = true;
 unsigned extent_opt_thp;
