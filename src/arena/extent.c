@@ -15,6 +15,7 @@
 static base_cache_t extent_records = BASE_CACHE_INIT(extent_t);
 uint64_t extent_nchunks;
 
+/* 250 ms: see doc/internals.md (decay.c) for what 1000 and 100 cost and gave. */
 ssize_t extent_opt_dirty_decay_ms = 250;
 ssize_t extent_opt_muzzy_decay_ms = 0;
 bool extent_opt_retain = true;
