@@ -61,7 +61,8 @@ void *base_cache_get(base_cache_t *c)
     ma_mutex_unlock(&base_lock);
     if (p == NULL)
         return base_alloc(c->size, c->align);
-    memset(p, 0, c->size);
+    if (!c->no_zero)
+        memset(p, 0, c->size);
     return p;
 }
 

@@ -14,14 +14,18 @@
 /* Zeroed memory of size bytes aligned to align (<= PAGE), or NULL. */
 void *base_alloc(size_t size, size_t align);
 
-/* A free list of fixed-size records: base_cache_get pops one (zeroed) or
- * carves a new one; base_cache_put pushes it back. Thread-safe. */
+/* A free list of fixed-size records: base_cache_get pops one or carves a
+ * new one; base_cache_put pushes it back. Thread-safe. A record comes back
+ * zeroed unless no_zero is set: for memory whose user writes before it
+ * reads (a thread cache's stacks: clearing an exited thread's 146 KiB block
+ * took 7% of the CPU time of thread churn). */
 typedef struct base_cache {
     size_t size, align;
     void *head;
+    bool no_zero;
 } base_cache_t;
 
-#define BASE_CACHE_INIT(type) {sizeof(type), _Alignof(type) < 64 ? 64 : _Alignof(type), NULL}
+#define BASE_CACHE_INIT(type) {sizeof(type), _Alignof(type) < 64 ? 64 : _Alignof(type), NULL, false}
 
 void *base_cache_get(base_cache_t *c);
 void base_cache_put(base_cache_t *c, void *p);

@@ -59,6 +59,7 @@ bool tcache_boot(void)
     stack_slots = total + 1;
     stack_blocks.size = stack_slots * sizeof(void *);
     stack_blocks.align = MA_CACHELINE;
+    stack_blocks.no_zero = true; /* slots are written before they are read */
     return true;
 }
 
