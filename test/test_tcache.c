@@ -635,11 +635,22 @@ static bool in_list(void *p, void **list, int n)
     return false;
 }
 
+/* This thread allocates (pops) objects of size twice: its bin of that
+ * class is in use. */
+static void bin_use(size_t size)
+{
+    void *a = malloc(size), *b = malloc(size);
+    free(a);
+    free(b);
+    cr_assert(cache_bin_popped(bin_of(sc_size2index(size))));
+}
+
 /* An object another arena's thread allocated goes home when freed here,
  * onto its slab's remote list (still in use for the bin until collected),
- * unless its class is made of whole cache lines: those this thread caches
- * and reuses (no line is shared with another thread either way). The next
- * fill of the owner's bin, or a decay tick, collects the rest. */
+ * unless its class is made of whole cache lines and this thread allocates
+ * that class: those it caches and reuses (no line is shared with another
+ * thread either way). The next fill of the owner's bin, or a decay tick,
+ * collects the rest. */
 Test(tcache, remote_frees_go_home_unless_objects_own_their_cache_lines)
 {
     unsigned home = tsd_arena(tsd)->ind, narenas = 0;
@@ -650,6 +661,8 @@ Test(tcache, remote_frees_go_home_unless_objects_own_their_cache_lines)
     pthread_t th = remote_owner_start(&o);
 
     unsigned i96 = sc_size2index(96), i128 = sc_size2index(128);
+    bin_use(96);
+    bin_use(128);
     arena_t *owner = arenas[o.arena];
     bin_t *bin96 = &owner->bins[i96];
     size_t curregs0 = bin96->stats.curregs;
@@ -688,6 +701,68 @@ Test(tcache, remote_frees_go_home_unless_objects_own_their_cache_lines)
         free(mine96[i]);
         free(mine128[i]);
     }
+}
+
+/* A thread that only frees a class (a consumer of objects other threads
+ * make) sends other arenas' objects of it home even when they own their
+ * cache lines: it would never hand them out, and they would stay pinned in
+ * its cache. Once it allocates the class itself, it caches them. A new
+ * thread plays the consumer: this one has allocated of most classes. */
+typedef struct {
+    remote_owner_t *owner;
+    unsigned cached_unused, cached_used;
+    bool popped_before;
+} consumer_probe_t;
+
+static void *consumer_main(void *arg)
+{
+    consumer_probe_t *c = arg;
+    unsigned i128 = sc_size2index(128);
+    free(malloc(16)); /* thread state set up */
+    tsd_t *t = tsd_fetch();
+    cr_assert_neq(tsd_arena(t)->ind, c->owner->arena);
+    c->popped_before = cache_bin_popped(&t->bins[i128]);
+    for (int i = 0; i < REMOTE_N / 2; i++)
+        free(c->owner->lines[i]);
+    c->cached_unused = cache_bin_ncached(&t->bins[i128]);
+    void *a = malloc(128), *b = malloc(128);
+    free(a);
+    free(b);
+    unsigned before = cache_bin_ncached(&t->bins[i128]);
+    for (int i = REMOTE_N / 2; i < REMOTE_N; i++)
+        free(c->owner->lines[i]);
+    c->cached_used = cache_bin_ncached(&t->bins[i128]) - before;
+    return NULL;
+}
+
+Test(tcache, a_thread_that_does_not_allocate_a_class_sends_its_remote_objects_home)
+{
+    unsigned home = tsd_arena(tsd)->ind, narenas = 0;
+    size_t sz = sizeof(narenas);
+    cr_assert_eq(mallctl("arenas.narenas", &narenas, &sz, NULL, 0), 0);
+    cr_assert_geq(narenas, 3);
+    remote_owner_t o = {.arena = (home + 1) % narenas};
+    pthread_t th = remote_owner_start(&o);
+    bin_t *bin128 = &arenas[o.arena]->bins[sc_size2index(128)];
+    size_t curregs0 = bin128->stats.curregs;
+
+    consumer_probe_t c = {.owner = &o};
+    pthread_t ct;
+    cr_assert_eq(pthread_create(&ct, NULL, consumer_main, &c), 0);
+    cr_assert_eq(pthread_join(ct, NULL), 0);
+    cr_assert(!c.popped_before, "a new thread's bin counts as used");
+    cr_assert_eq(c.cached_unused, 0, "%u objects of another arena pinned in a bin its thread never allocates from",
+                 c.cached_unused);
+    cr_assert_eq(c.cached_used, REMOTE_N / 2, "after allocating the class, %u of its %d remote objects were cached",
+                 c.cached_used, REMOTE_N / 2);
+    /* The first half went home; the consumer's exit flushed the second. */
+    arena_decay(arenas[o.arena], decay_now_ns(), 0);
+    cr_assert_null(ma_load_relaxed(&bin128->remote_slabs));
+    cr_assert_eq(bin128->stats.curregs, curregs0 - REMOTE_N, "curregs %zu, %zu before the frees",
+                 bin128->stats.curregs, curregs0);
+
+    pthread_barrier_wait(&o.release);
+    cr_assert_eq(pthread_join(th, NULL), 0);
 }
 
 /* A line-sized object of another arena that finds this thread's bin full

@@ -29,9 +29,10 @@ MA_INLINE bool alloc_fast(size_t size, void **out)
 }
 
 /* Push p to the cache bin that map (of npages bytes, see rtree.h) names for
- * its page; false when the byte is 0 (not a slab of that map) or the bin is
- * full. */
-MA_INLINE bool free_to_cache(tsd_t TSD_SEG *tsd, const uint8_t *map, uintptr_t npages, void *p)
+ * its page; false when the byte is 0 (not a slab of that map), the bin is
+ * full, or (only_popped: another arena's object) the thread does not
+ * allocate from the bin. */
+MA_INLINE bool free_to_cache(tsd_t TSD_SEG *tsd, const uint8_t *map, uintptr_t npages, void *p, bool only_popped)
 {
     uintptr_t pg = (uintptr_t)p >> LG_PAGE;
     if (unlikely(pg >= npages))
@@ -40,6 +41,8 @@ MA_INLINE bool free_to_cache(tsd_t TSD_SEG *tsd, const uint8_t *map, uintptr_t n
     /* ind1 == 0 (not a slab object) selects bin_none, which is always full. */
     cache_bin_t TSD_SEG *bin =
         (cache_bin_t TSD_SEG *)((char TSD_SEG *)&tsd->bin_none + (ind1 << CACHE_BIN_LG_SIZE));
+    if (only_popped && !cache_bin_popped(bin))
+        return false;
     if (unlikely(!cache_bin_push_seg(bin, p)))
         return false;
     tsd->thread_deallocated += bin->usize;
@@ -51,17 +54,18 @@ MA_INLINE bool free_to_cache(tsd_t TSD_SEG *tsd, const uint8_t *map, uintptr_t n
 MA_INLINE bool free_fast(void *p)
 {
     tsd_t TSD_SEG *tsd = tsd_fast();
-    return free_to_cache(tsd, tsd->fastmap, tsd->fastmap_npages, p);
+    return free_to_cache(tsd, tsd->fastmap, tsd->fastmap_npages, p, false);
 }
 
 /* The first step of free's slow path: another arena's object of a class of
- * whole cache lines, pushed to this thread's cache (the line map, rtree.h).
- * Only for a thread that has a fast map: one set up and not exited. */
+ * whole cache lines, pushed to this thread's cache (the line map, rtree.h)
+ * if the thread allocates that class. Only for a thread that has a fast
+ * map: one set up and not exited. */
 MA_INLINE bool free_remote_line(void *p)
 {
     tsd_t TSD_SEG *tsd = tsd_fast();
     uintptr_t npages = tsd->fastmap_npages != 0 ? rtree_linemap.npages : 0;
-    return free_to_cache(tsd, rtree_linemap.map, npages, p);
+    return free_to_cache(tsd, rtree_linemap.map, npages, p, true);
 }
 
 #endif

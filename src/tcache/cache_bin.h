@@ -64,6 +64,12 @@ MA_INLINE unsigned cache_bin_ncached(const cache_bin_t *b)
     return (uint16_t)(b->empty - cache_bin_bits(b->head)) / sizeof(void *);
 }
 
+/* Whether the thread took objects out of the bin since the bin's last GC
+ * step. Objects of other arenas go to a bin only if so: a thread that only
+ * frees a class (a consumer) would never hand them out again, and would pin
+ * them (a macro: b may be a plain or a %fs-relative pointer). */
+#define cache_bin_popped(b) (((b)->nrequests | (b)->gc_pops) != 0)
+
 MA_INLINE unsigned cache_bin_low_water_count(const cache_bin_t *b)
 {
     return (uint16_t)(b->empty - b->low_water) / sizeof(void *);
