@@ -10,6 +10,7 @@
 #include "slab.h"
 
 #define ARENAS_MAX 4096
+_Static_assert(ARENAS_MAX <= EXTENT_POOL_IND_MAX, "the profiler's pool takes index ARENAS_MAX");
 
 typedef struct bin_stats {
     uint64_t nmalloc;    /* regions handed out of slabs */

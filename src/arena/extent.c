@@ -216,8 +216,14 @@ static bool rtree_prepare(uintptr_t addr, size_t size)
  * Pool.
  */
 
+/* Every pool by its index: an active slab finds the fast map of the arena
+ * using it through arena_ind (extent_t keeps no pointer to it). */
+static extent_pool_t *pools_by_ind[EXTENT_POOL_IND_MAX + 1];
+
 void extent_pool_init(extent_pool_t *pool, unsigned ind, bool nohuge)
 {
+    if (ind > EXTENT_POOL_IND_MAX)
+        ma_fatal("extent pool index %u out of range", ind);
     memset(pool, 0, sizeof(*pool));
     ma_mutex_init(&pool->lock);
     eset_init(&pool->dirty, EXTENT_DIRTY);
@@ -229,6 +235,7 @@ void extent_pool_init(extent_pool_t *pool, unsigned ind, bool nohuge)
     uint64_t now = decay_now_ns();
     decay_init(&pool->decay_dirty, extent_opt_dirty_decay_ms, now);
     decay_init(&pool->decay_muzzy, extent_opt_muzzy_decay_ms, now);
+    ma_store_release(&pools_by_ind[ind], pool);
 }
 
 /* Map a new chunk of at least esize bytes into the retained set. */
@@ -311,7 +318,7 @@ static void pool_count_purge_locked(extent_pool_t *pool, int kind, size_t nmadvi
  * classes of whole cache lines, in the line map. */
 static void slab_fastmaps_write(const extent_t *e, unsigned ind1)
 {
-    rtree_fastmap_write(e->fastmap, e->addr, e->size, ind1);
+    rtree_fastmap_write(pools_by_ind[e->arena_ind]->fastmap, e->addr, e->size, ind1);
     if (rtree_on_linemap(e->szind))
         rtree_fastmap_write(&rtree_linemap, e->addr, e->size, ind1);
 }
@@ -358,12 +365,14 @@ static void register_active(extent_t *e, extent_pool_t *user, unsigned szind, bo
     e->sampled = false;
     e->prof = NULL;
     e->arena_ind = user->ind;
-    e->fastmap = NULL;
+    e->fastmapped = false;
     if (slab) {
+        e->remote_head = NULL; /* shares storage with the LRU links (eset_remove cleared them) */
+        e->remote_next = NULL;
         rtree_write_range(e->addr, e->size, rtree_elm_make(e, szind, RTREE_SLAB));
         /* Classes whose size the cache bin cannot hold take the slow path. */
         if (sc_index2size(szind) <= UINT16_MAX && user->fastmap != NULL) {
-            e->fastmap = user->fastmap;
+            e->fastmapped = true;
             slab_fastmaps_write(e, szind + 1);
         }
     } else
@@ -538,7 +547,7 @@ void extent_dalloc(extent_pool_t *pool, extent_t *e)
             e->purged_pages = 0;
             pool_count_purge_locked(pool, 0, 1, (e->size >> LG_PAGE) - n);
         }
-        if (e->fastmap != NULL)
+        if (e->fastmapped)
             slab_fastmaps_write(e, 0);
         if (e->size > 2 * PAGE)
             rtree_write_range(e->addr + PAGE, e->size - 2 * PAGE, RTREE_STALE);
@@ -546,7 +555,7 @@ void extent_dalloc(extent_pool_t *pool, extent_t *e)
     e->slab = false;
     e->sampled = false;
     e->prof = NULL;
-    e->fastmap = NULL;
+    e->fastmapped = false;
     e->arena_ind = pool->ind;
     size_t freed_pages = e->size >> LG_PAGE;
     if (purged) {

@@ -42,7 +42,9 @@ typedef struct chunk {
 } chunk_t;
 
 /*
- * extent_t: one run of pages.
+ * extent_t: one run of pages. Two cache lines: servers keep one per slab
+ * (the footprint server: 20k of them, 2.5 MB), so fields that no extent
+ * needs at the same time share storage.
  *
  * Invariants:
  * - addr and size are multiples of PAGE; [addr, addr+size) lies in chunk.
@@ -56,7 +58,13 @@ typedef struct chunk {
  * - ph_* links are used by exactly one heap at a time (a set's, or a bin's).
  * - slab: a page whose bit is set in purged_pages holds no allocated region
  *   (every region overlapping it is free in bitmap); the bit is cleared when
- *   a region on it is handed out again. purged_pages is 0 for a non-slab.
+ *   a region on it is handed out again.
+ * - fastmapped: an active slab whose pages are marked in the fast map of
+ *   the arena using it (arena_ind); false for everything else.
+ * - Shared storage, by what the extent is: lru_* for a free extent (its
+ *   set's LRU list) or a sampled one (the profiler's live list, prof.c);
+ *   remote_* for an active slab, set to NULL when it becomes one. bitmap
+ *   and purged_pages for a slab; prof for a sampled extent (never a slab).
  */
 typedef struct extent {
     uintptr_t addr;
@@ -67,22 +75,35 @@ typedef struct extent {
     uint8_t state;
     bool slab;
     bool sampled;
+    bool fastmapped;
     uint8_t idle_scans;         /* slab: purge scans since a fill took a region (arena.c) */
-    uint32_t nfree;
-    uint32_t bitmap_hint;       /* no free region in words below this one */
+    uint16_t nfree;
+    uint16_t bitmap_hint;       /* no free region in words below this one */
     uint32_t arena_ind;         /* active: the arena using it; free: its pool's */
-    rtree_fastmap_t *fastmap;   /* active slab: the fast map its pages are marked in */
     struct extent *ph_child, *ph_prev, *ph_next;
-    struct extent *lru_prev, *lru_next;
-    void *prof;                 /* the profiler's record of a sampled object */
-    /* Slab: objects freed by threads of other arenas, linked through their
-     * first word (pushed with a CAS), and the link in the bin's
-     * remote_slabs while that list is non-empty (see bin_t). */
-    void *remote_head;
-    struct extent *remote_next;
-    uint64_t bitmap[SLAB_BITMAP_WORDS];
-    uint64_t purged_pages;      /* slab: bit p set = page p was purged since the slab was made */
+    union {
+        struct {
+            struct extent *lru_prev, *lru_next;
+        };
+        /* Slab: objects freed by threads of other arenas, linked through
+         * their first word (pushed with a CAS), and the link in the bin's
+         * remote_slabs while that list is non-empty (see bin_t). */
+        struct {
+            void *remote_head;
+            struct extent *remote_next;
+        };
+    };
+    union {
+        struct {
+            uint64_t bitmap[SLAB_BITMAP_WORDS];
+            uint64_t purged_pages; /* bit p set = page p was purged since the slab was made */
+        };
+        void *prof;                /* the profiler's record of a sampled object */
+    };
 } MA_ALIGNED(64) extent_t;
+
+_Static_assert(SC_SLAB_MAXREGS <= UINT16_MAX, "nfree is 16 bits");
+_Static_assert(SLAB_BITMAP_WORDS > 4 || sizeof(extent_t) == 128, "extent_t grew past two cache lines");
 
 /* A pairing heap of extents ordered by address (lowest first). */
 typedef struct extent_heap {
@@ -131,6 +152,9 @@ typedef struct extent_pool {
     bool shared;               /* in the pools that lend each other dirty pages */
     pool_stats_t stats;
 } extent_pool_t;
+
+/* Pool indices: arenas' 0 .. ARENAS_MAX - 1, the profiler's ARENAS_MAX. */
+#define EXTENT_POOL_IND_MAX 4096
 
 void extent_pool_init(extent_pool_t *pool, unsigned ind, bool nohuge);
 /* Make pool's dirty pages available to the other shared pools, and theirs
