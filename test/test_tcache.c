@@ -627,6 +627,16 @@ static pthread_t remote_owner_start(remote_owner_t *o)
     return th;
 }
 
+/* The arena after this thread's (of the narenas:4 this file sets). */
+static unsigned other_arena(void)
+{
+    unsigned narenas = 0;
+    size_t sz = sizeof(narenas);
+    cr_assert_eq(mallctl("arenas.narenas", &narenas, &sz, NULL, 0), 0);
+    cr_assert_geq(narenas, 3);
+    return (tsd_arena(tsd)->ind + 1) % narenas;
+}
+
 static bool in_list(void *p, void **list, int n)
 {
     for (int i = 0; i < n; i++)
@@ -653,11 +663,7 @@ static void bin_use(size_t size)
  * collects the rest. */
 Test(tcache, remote_frees_go_home_unless_objects_own_their_cache_lines)
 {
-    unsigned home = tsd_arena(tsd)->ind, narenas = 0;
-    size_t sz = sizeof(narenas);
-    cr_assert_eq(mallctl("arenas.narenas", &narenas, &sz, NULL, 0), 0);
-    cr_assert_geq(narenas, 2);
-    remote_owner_t o = {.arena = (home + 1) % narenas};
+    remote_owner_t o = {.arena = other_arena()};
     pthread_t th = remote_owner_start(&o);
 
     unsigned i96 = sc_size2index(96), i128 = sc_size2index(128);
@@ -737,11 +743,7 @@ static void *consumer_main(void *arg)
 
 Test(tcache, a_thread_that_does_not_allocate_a_class_sends_its_remote_objects_home)
 {
-    unsigned home = tsd_arena(tsd)->ind, narenas = 0;
-    size_t sz = sizeof(narenas);
-    cr_assert_eq(mallctl("arenas.narenas", &narenas, &sz, NULL, 0), 0);
-    cr_assert_geq(narenas, 3);
-    remote_owner_t o = {.arena = (home + 1) % narenas};
+    remote_owner_t o = {.arena = other_arena()};
     pthread_t th = remote_owner_start(&o);
     bin_t *bin128 = &arenas[o.arena]->bins[sc_size2index(128)];
     size_t curregs0 = bin128->stats.curregs;
@@ -771,10 +773,7 @@ Test(tcache, a_thread_that_does_not_allocate_a_class_sends_its_remote_objects_ho
  * every free. */
 Test(tcache, a_remote_free_into_a_full_bin_goes_home_without_a_flush)
 {
-    unsigned home = tsd_arena(tsd)->ind, narenas = 0;
-    size_t sz = sizeof(narenas);
-    cr_assert_eq(mallctl("arenas.narenas", &narenas, &sz, NULL, 0), 0);
-    remote_owner_t o = {.arena = (home + 1) % narenas};
+    remote_owner_t o = {.arena = other_arena()};
     pthread_t th = remote_owner_start(&o);
     const unsigned i128 = sc_size2index(128);
     unsigned n = 2 * cache_bin_ncached_max(bin_of(i128));
@@ -805,10 +804,7 @@ Test(tcache, a_remote_free_into_a_full_bin_goes_home_without_a_flush)
 /* A remote list made circular by a double free is caught when collected. */
 Test(tcache, a_double_remote_free_is_caught_when_collected, .exit_code = 0, .signal = SIGABRT)
 {
-    unsigned home = tsd_arena(tsd)->ind, narenas = 0;
-    size_t sz = sizeof(narenas);
-    cr_assert_eq(mallctl("arenas.narenas", &narenas, &sz, NULL, 0), 0);
-    remote_owner_t o = {.arena = (home + 1) % narenas};
+    remote_owner_t o = {.arena = other_arena()};
     remote_owner_start(&o); /* stays waiting: the process aborts first */
     free(o.small[0]);
     free(o.small[1]);
