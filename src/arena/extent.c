@@ -314,11 +314,22 @@ static void pool_count_purge_locked(extent_pool_t *pool, int kind, size_t nmadvi
     pool->stats.purged_pages[kind] += pages;
 }
 
-/* Mark slab e's pages as class ind1 - 1 (0: none) in its fast map and, for
- * classes of whole cache lines, in the line map. */
+/* The fast map that marks active slab e's pages: its arena's (arena_ind),
+ * for classes a cache bin can hold; NULL for the others, which take free's
+ * slow path. */
+static rtree_fastmap_t *slab_fastmap(const extent_t *e)
+{
+    return sc_index2size(e->szind) <= UINT16_MAX ? pools_by_ind[e->arena_ind]->fastmap : NULL;
+}
+
+/* Mark slab e's pages as class ind1 - 1 (0: none) in its fast map, if it
+ * has one, and, for classes of whole cache lines, in the line map. */
 static void slab_fastmaps_write(const extent_t *e, unsigned ind1)
 {
-    rtree_fastmap_write(pools_by_ind[e->arena_ind]->fastmap, e->addr, e->size, ind1);
+    rtree_fastmap_t *fm = slab_fastmap(e);
+    if (fm == NULL)
+        return;
+    rtree_fastmap_write(fm, e->addr, e->size, ind1);
     if (rtree_on_linemap(e->szind))
         rtree_fastmap_write(&rtree_linemap, e->addr, e->size, ind1);
 }
@@ -365,16 +376,11 @@ static void register_active(extent_t *e, extent_pool_t *user, unsigned szind, bo
     e->sampled = false;
     e->prof = NULL;
     e->arena_ind = user->ind;
-    e->fastmapped = false;
     if (slab) {
         e->remote_head = NULL; /* shares storage with the LRU links (eset_remove cleared them) */
         e->remote_next = NULL;
         rtree_write_range(e->addr, e->size, rtree_elm_make(e, szind, RTREE_SLAB));
-        /* Classes whose size the cache bin cannot hold take the slow path. */
-        if (sc_index2size(szind) <= UINT16_MAX && user->fastmap != NULL) {
-            e->fastmapped = true;
-            slab_fastmaps_write(e, szind + 1);
-        }
+        slab_fastmaps_write(e, szind + 1);
     } else
         register_boundaries(e, rtree_elm_make(e, szind, 0));
 }
@@ -547,15 +553,13 @@ void extent_dalloc(extent_pool_t *pool, extent_t *e)
             e->purged_pages = 0;
             pool_count_purge_locked(pool, 0, 1, (e->size >> LG_PAGE) - n);
         }
-        if (e->fastmapped)
-            slab_fastmaps_write(e, 0);
+        slab_fastmaps_write(e, 0);
         if (e->size > 2 * PAGE)
             rtree_write_range(e->addr + PAGE, e->size - 2 * PAGE, RTREE_STALE);
     }
     e->slab = false;
     e->sampled = false;
     e->prof = NULL;
-    e->fastmapped = false;
     e->arena_ind = pool->ind;
     size_t freed_pages = e->size >> LG_PAGE;
     if (purged) {

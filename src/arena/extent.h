@@ -59,8 +59,8 @@ typedef struct chunk {
  * - slab: a page whose bit is set in purged_pages holds no allocated region
  *   (every region overlapping it is free in bitmap); the bit is cleared when
  *   a region on it is handed out again.
- * - fastmapped: an active slab whose pages are marked in the fast map of
- *   the arena using it (arena_ind); false for everything else.
+ * - An active slab of a class a cache bin holds (under 64 KiB) has its pages
+ *   marked in the fast map of the arena using it (arena_ind).
  * - Shared storage, by what the extent is: lru_* for a free extent (its
  *   set's LRU list) or a sampled one (the profiler's live list, prof.c);
  *   remote_* for an active slab, set to NULL when it becomes one. bitmap
@@ -75,7 +75,6 @@ typedef struct extent {
     uint8_t state;
     bool slab;
     bool sampled;
-    bool fastmapped;
     uint8_t idle_scans;         /* slab: purge scans since a fill took a region (arena.c) */
     uint16_t nfree;
     uint16_t bitmap_hint;       /* no free region in words below this one */
