@@ -391,6 +391,7 @@ static void slab_freed_through_the_bins(unsigned ind)
     cr_assert_not_null(mine, "no slab of our own after %u allocations", n);
     uintptr_t addr = mine->addr;
     size_t size = mine->size;
+    unsigned aind = mine->arena_ind;
     for (uintptr_t p = addr; p < addr + size; p += PAGE) {
         cr_assert_eq(rtree_fast_lookup(p), fast_value(ind));
         cr_assert_eq(rtree_fastmap_lookup(&rtree_linemap, p), line_value(ind));
@@ -405,6 +406,9 @@ static void slab_freed_through_the_bins(unsigned ind)
         }
     }
     cr_assert_eq(freed, nregs);
+    /* Its bin may keep it, empty, for the next fills (bin_t): still a slab
+     * of its arena then, on the maps. A purge of the arena gives it back. */
+    arena_purge(arenas[aind]);
     for (uintptr_t p = addr; p < addr + size; p += PAGE) {
         cr_assert_eq(rtree_fast_lookup(p), 0, "page %#lx of a freed slab", (unsigned long)p);
         cr_assert_eq(rtree_fastmap_lookup(&rtree_linemap, p), 0, "page %#lx of a freed slab: on the line map",

@@ -177,10 +177,12 @@ Test(slab, free_region_and_double_free)
 static void dalloc_all(unsigned b, void **ps, unsigned n)
 {
     extent_t *sl[8 * SC_SLAB_MAXREGS];
-    cr_assert_leq(n, 8 * SC_SLAB_MAXREGS);
-    for (unsigned i = 0; i < n; i++)
-        sl[i] = tu_slab_of(ps[i]);
-    arena_dalloc_small_batch(b, ps, sl, n);
+    for (unsigned done = 0, k; done < n; done += k) {
+        k = MA_MIN(n - done, 8 * SC_SLAB_MAXREGS);
+        for (unsigned i = 0; i < k; i++)
+            sl[i] = tu_slab_of(ps[done + i]);
+        arena_dalloc_small_batch(b, ps + done, sl, k);
+    }
 }
 
 /* The regions of slab s among ps[0..n), moved to the front; returns how many. */
@@ -196,6 +198,14 @@ static unsigned partition_by_slab(void **ps, unsigned n, extent_t *s)
         }
     }
     return k;
+}
+
+/* How many entirely free slabs bin b keeps (bin_t: BIN_EMPTY_BYTES, at
+ * least one). */
+static unsigned bin_empty_cap(unsigned b)
+{
+    size_t slab = (size_t)sc_bin_info[b].slab_pages * PAGE;
+    return slab >= BIN_EMPTY_BYTES ? 1 : (unsigned)(BIN_EMPTY_BYTES / slab);
 }
 
 Test(bin, fill_and_batch_free_keep_stats_right)
@@ -256,7 +266,11 @@ Test(bin, fill_and_batch_free_keep_stats_right)
         cr_assert_eq(bin->stats.nflushes, nflushes);
         cr_assert_eq(bin->stats.nmalloc, n);
         cr_assert_eq(bin->stats.curregs, 0);
-        cr_assert_eq(bin->stats.curslabs, 1, "bin %u: only the current slab is kept", b);
+        /* The current slab is kept, and the others emptied as far as
+         * the bin keeps empty slabs. */
+        unsigned nempty = MA_MIN(nslabs - 1, bin_empty_cap(b));
+        cr_assert_eq(bin->nempty, nempty, "bin %u: %u empty slabs kept, want %u", b, bin->nempty, nempty);
+        cr_assert_eq(bin->stats.curslabs, 1 + nempty, "bin %u: curslabs %zu", b, bin->stats.curslabs);
         cr_assert_not_null(bin->slabcur);
         cr_assert_eq(bin->slabcur->nfree, bi->nregs);
         free(ps);
@@ -283,52 +297,117 @@ Test(bin, malloc_small_counts_requests)
     cr_assert_eq(a->bins[b].stats.curregs, 0);
 }
 
-Test(bin, an_empty_slab_that_is_not_current_goes_back_to_the_pool)
+/* Slabs emptied (not the current one) are kept while they fit in
+ * BIN_EMPTY_BYTES; past that the highest goes back to the pool. Fills take
+ * the kept ones (lowest first) before making a slab, and a decay tick
+ * gives back what stays empty. */
+Test(bin, emptied_slabs_are_kept_up_to_a_bound_then_go_back_to_the_pool)
 {
     arena_t *a = arena_get(AIND);
     for (unsigned b = 0; b < SC_NBINS; b++) {
         const sc_bin_info_t *bi = &sc_bin_info[b];
         bin_t *bin = &a->bins[b];
-        unsigned n = 2 * bi->nregs;
+        const unsigned K = bin_empty_cap(b);
+        enum { KMAX = 64 };
+        cr_assert_leq(K, KMAX);
+        /* K + 1 full slabs besides the current one (also full). */
+        unsigned n = (K + 2) * bi->nregs;
         void **ps = malloc(n * sizeof(void *));
         cr_assert_eq(arena_fill_small(a, b, ps, n), n);
-        cr_assert_eq(bin->stats.curslabs, 2);
-        extent_t *cur = bin->slabcur;
+        cr_assert_eq(bin->stats.curslabs, K + 2);
+        extent_t *cur = bin->slabcur, *sl[KMAX + 1];
         cr_assert_eq(cur->nfree, 0);
-        extent_t *other = tu_slab_of(ps[0]) == cur ? tu_slab_of(ps[n - 1]) : tu_slab_of(ps[0]);
-        cr_assert_neq(other, cur);
-        uintptr_t oaddr = other->addr;
-        size_t osize = other->size;
-        /* Its pages go back to the pool they came from: this arena's, or
-         * another's whose dirty pages it took (extent_pool_share). */
-        extent_pool_t *home = other->pool;
-        size_t active = home->stats.active_pages;
+        cr_assert_eq(tu_slabs_besides(ps, n, cur, sl, K + 1), K + 1);
+        uint64_t nslabs = bin->stats.nslabs;
+        /* Highest first: the last one emptied is the lowest, which the
+         * full heap keeps in place of its highest. */
+        for (unsigned j = 1; j <= K; j++)
+            for (unsigned i = j; i > 0 && sl[i]->addr > sl[i - 1]->addr; i--) {
+                extent_t *t = sl[i];
+                sl[i] = sl[i - 1];
+                sl[i - 1] = t;
+            }
 
-        unsigned k = partition_by_slab(ps, n, other);
+        /* The first K emptied are kept: still slabs, pages still active. */
+        for (unsigned j = 0; j < K; j++) {
+            extent_pool_t *home = sl[j]->pool;
+            size_t active = home->stats.active_pages;
+            unsigned k = partition_by_slab(ps, n, sl[j]);
+            cr_assert_eq(k, bi->nregs);
+            dalloc_all(b, ps, k);
+            cr_assert_eq(bin->nempty, j + 1, "bin %u: emptied slab %u was not kept", b, j);
+            cr_assert_eq(bin->stats.curslabs, K + 2);
+            cr_assert_eq(home->stats.active_pages, active);
+            cr_assert(rtree_lookup(sl[j]->addr) & RTREE_SLAB);
+            cr_assert_eq(sl[j]->nfree, bi->nregs);
+            for (unsigned i = 0; i < k; i++) /* (keep ps holding only live regions) */
+                ps[i] = ps[n - k + i];
+            n -= k;
+        }
+
+        /* One more: the heap is full and keeps the lowest, so the highest
+         * of the K + 1 goes back to the pool its pages came from: this
+         * arena's, or another's whose dirty pages it took (extent_pool_share). */
+        extent_t *gone = sl[0];
+        uintptr_t lowest = sl[0]->addr;
+        for (unsigned j = 1; j <= K; j++) {
+            gone = sl[j]->addr > gone->addr ? sl[j] : gone;
+            lowest = MA_MIN(lowest, sl[j]->addr);
+        }
+        uintptr_t oaddr = gone->addr;
+        size_t osize = gone->size;
+        extent_pool_t *home = gone->pool;
+        size_t active = home->stats.active_pages;
+        unsigned k = partition_by_slab(ps, n, sl[K]);
         cr_assert_eq(k, bi->nregs);
-        /* All but one region back: the slab stays. */
-        dalloc_all(b, ps, k - 1);
-        cr_assert_eq(bin->stats.curslabs, 2);
-        cr_assert(rtree_lookup(oaddr) & RTREE_SLAB);
-        /* The last one: the slab goes back to the pool. */
+        dalloc_all(b, ps, k - 1); /* all but one region back: the slab stays */
+        cr_assert_eq(bin->stats.curslabs, K + 2);
         dalloc_all(b, ps + k - 1, 1);
-        cr_assert_eq(bin->stats.curslabs, 1, "bin %u: the empty slab was kept", b);
+        cr_assert_eq(bin->nempty, K);
+        cr_assert_eq(bin->stats.curslabs, K + 1, "bin %u: a slab past the bound was kept", b);
         cr_assert_eq(home->stats.active_pages, active - osize / PAGE);
         rtree_elm_t e = rtree_lookup(oaddr);
-        cr_assert_eq(e & RTREE_SLAB, 0, "bin %u: freed slab's first page still a slab", b);
+        cr_assert_eq(e & RTREE_SLAB, 0, "bin %u: the highest slab was kept", b);
         cr_assert_eq(rtree_elm_szind(e), SC_NSIZES, "first page of a free extent");
         cr_assert_eq(((extent_t *)rtree_elm_extent(e))->state, EXTENT_DIRTY);
         cr_assert_eq(rtree_fast_lookup(oaddr), 0);
         cr_assert_eq(rtree_fast_lookup(oaddr + osize - PAGE), 0);
+        for (unsigned i = 0; i < k; i++)
+            ps[i] = ps[n - k + i];
+        n -= k;
+        cr_assert_eq(n, bi->nregs, "only the current slab's regions are left");
 
-        /* The current slab emptied: kept. */
-        dalloc_all(b, ps + k, n - k);
-        cr_assert_eq(bin->stats.curslabs, 1);
-        cr_assert_eq(bin->slabcur, cur);
-        cr_assert_eq(cur->nfree, bi->nregs);
-        cr_assert(rtree_lookup(cur->addr) & RTREE_SLAB);
+        /* Fills take the kept slabs, lowest first, and make none. */
+        void **got = malloc((size_t)K * bi->nregs * sizeof(void *));
+        cr_assert_eq(arena_fill_small(a, b, got, K * bi->nregs), K * bi->nregs);
+        cr_assert_eq((uintptr_t)got[0], lowest, "bin %u: the first fill did not take the lowest empty slab", b);
+        cr_assert_eq(bin->stats.nslabs, nslabs, "bin %u: a fill made a slab while empty ones were kept", b);
+        cr_assert_eq(bin->nempty, 0);
+
+        /* Everything back: the current slab (now the last one the fill
+         * took) stays, K empty ones are kept. */
+        dalloc_all(b, got, K * bi->nregs);
+        dalloc_all(b, ps, n);
+        cr_assert_eq(bin->nempty, K);
+        cr_assert_not_null(bin->slabcur);
+        cr_assert_eq(bin->slabcur->nfree, bi->nregs);
+        cr_assert_eq(bin->stats.curslabs, K + 1);
         cr_assert_eq(bin->stats.curregs, 0);
+        free(got);
         free(ps);
+    }
+    /* A decay tick gives the empty ones back, even where the current slab
+     * is in use (after the loop: slabs given back coalesce, which would
+     * upset the checks above on the next bin's). */
+    void *one[SC_NBINS];
+    for (unsigned b = 0; b < SC_NBINS; b++)
+        cr_assert_eq(arena_fill_small(a, b, &one[b], 1), 1);
+    arena_decay(a, decay_now_ns(), SIZE_MAX);
+    for (unsigned b = 0; b < SC_NBINS; b++) {
+        cr_assert_eq(a->bins[b].nempty, 0, "bin %u: decay left empty slabs", b);
+        cr_assert_eq(a->bins[b].stats.curslabs, 1);
+        cr_assert_eq(tu_slab_of(one[b]), a->bins[b].slabcur);
+        dalloc_all(b, &one[b], 1);
     }
 }
 
@@ -367,7 +446,10 @@ Test(bin, a_batch_free_in_runs_per_slab_leaves_every_slab_findable)
         size_t curslabs0 = bin->stats.curslabs, curregs0 = bin->stats.curregs;
         dalloc_all(b, f, nf);
         cr_assert_eq(bin->stats.curregs, curregs0 - nf);
-        cr_assert_eq(bin->stats.curslabs, curslabs0 - 1, "bin %u: the emptied slab stayed", b);
+        /* D, emptied, is kept aside for later fills: they take C, B, A first. */
+        cr_assert_eq(bin->stats.curslabs, curslabs0, "bin %u: the emptied slab was given back", b);
+        cr_assert_eq(bin->nempty, 1);
+        cr_assert_eq(extent_heap_first(&bin->empty), sl[3]);
         cr_assert_eq(bin->stats.nonfull_slabs, 3, "bin %u: %zu slabs in the heaps, want 3", b,
                      bin->stats.nonfull_slabs);
         cr_assert_eq(sl[0]->nfree, 3);

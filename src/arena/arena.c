@@ -187,6 +187,10 @@ unsigned arena_fill_small(arena_t *a, unsigned binind, void **out, unsigned n)
         extent_t *slab = bin->slabcur;
         if (slab == NULL || slab->nfree == 0) {
             slab = bin_take_nonfull_locked(bin);
+            if (slab == NULL && (slab = extent_heap_first(&bin->empty)) != NULL) {
+                extent_heap_remove(&bin->empty, slab);
+                bin->nempty--;
+            }
             if (slab == NULL) {
                 if ((borrowed = bin_borrow_locked(a, binind, out + got, n - got)) != 0)
                     break;
@@ -208,9 +212,37 @@ unsigned arena_fill_small(arena_t *a, unsigned binind, void **out, unsigned n)
     return got + borrowed;
 }
 
+/* Under the bin lock: slab (not slabcur, in no heap) became entirely
+ * free. It joins the empty heap (bin_t); when that is full, the highest of
+ * its slabs and this one goes back to the pool instead, so the lowest are
+ * kept. A slab that had pages purged inside goes back at once: it was idle
+ * for a decay period, no fill is waiting for it, and it goes back purged
+ * whole (extent_dalloc). */
+static void bin_slab_emptied_locked(bin_t *bin, extent_t *slab)
+{
+    if (slab->purged_pages == 0) {
+        if (bin->nempty != 0 && ((size_t)bin->nempty + 1) * slab->size > BIN_EMPTY_BYTES) {
+            extent_t *high = extent_heap_first(&bin->empty);
+            for (extent_t *e = high; e != NULL; e = extent_heap_walk_next(e))
+                high = e->addr > high->addr ? e : high;
+            if (high->addr > slab->addr) {
+                extent_heap_remove(&bin->empty, high);
+                extent_heap_insert(&bin->empty, slab);
+                slab = high;
+            }
+        } else {
+            extent_heap_insert(&bin->empty, slab);
+            bin->nempty++;
+            return;
+        }
+    }
+    bin->stats.curslabs--;
+    extent_dalloc(slab->pool, slab);
+}
+
 /* Under the bin lock, after regions of slab were freed (it had old_nfree
- * free regions before): move it to the heap of its new fullness, or give
- * it back to the pool when it is entirely free (unless it is slabcur). */
+ * free regions before): move it to the heap of its new fullness, or out of
+ * every heap when it is entirely free (unless it is slabcur). */
 static void bin_slab_freed_locked(bin_t *bin, unsigned binind, extent_t *slab, unsigned old_nfree)
 {
     const unsigned nregs = sc_bin_info[binind].nregs;
@@ -222,8 +254,7 @@ static void bin_slab_freed_locked(bin_t *bin, unsigned binind, extent_t *slab, u
             extent_heap_remove(&bin->nonfull[bin_bucket(old_nfree, nregs)], slab);
             bin->stats.nonfull_slabs--;
         }
-        bin->stats.curslabs--;
-        extent_dalloc(slab->pool, slab);
+        bin_slab_emptied_locked(bin, slab);
     } else if (!was_listed) {
         extent_heap_insert(&bin->nonfull[bin_bucket(slab->nfree, nregs)], slab);
         bin->stats.nonfull_slabs++;
@@ -405,9 +436,9 @@ bool arena_ralloc_large_in_place(extent_t *e, size_t new_usize, bool zero)
     return ok;
 }
 
-/* Under the bin lock: an entirely free current slab goes back to the pool
- * (dirty: its pages then decay like any other). */
-static void bin_release_empty_slabcur(bin_t *bin, unsigned binind)
+/* Under the bin lock: the empty slabs, and the current slab if entirely
+ * free, go back to the pool (dirty: their pages then decay like any other). */
+static void bin_release_empty_slabs_locked(bin_t *bin, unsigned binind)
 {
     extent_t *slab = bin->slabcur;
     if (slab != NULL && slab->nfree == sc_bin_info[binind].nregs) {
@@ -415,18 +446,23 @@ static void bin_release_empty_slabcur(bin_t *bin, unsigned binind)
         bin->stats.curslabs--;
         extent_dalloc(slab->pool, slab);
     }
+    while ((slab = extent_heap_first(&bin->empty)) != NULL) {
+        extent_heap_remove(&bin->empty, slab);
+        bin->nempty--;
+        bin->stats.curslabs--;
+        extent_dalloc(slab->pool, slab);
+    }
 }
 
-/* Each bin keeps its current slab even when empty (so an alloc/free cycle
- * does not make and unmake a slab); a purge gives those back too, after
- * collecting what other threads freed. */
+/* Each bin keeps its current slab even when empty, and empty slabs (bin_t);
+ * a purge gives those back too, after collecting what other threads freed. */
 static void arena_release_empty_slabs(arena_t *a)
 {
     for (unsigned b = 0; b < SC_NBINS; b++) {
         bin_t *bin = &a->bins[b];
         ma_mutex_lock(&bin->lock);
         bin_collect_remote_locked(bin, b);
-        bin_release_empty_slabcur(bin, b);
+        bin_release_empty_slabs_locked(bin, b);
         ma_mutex_unlock(&bin->lock);
     }
 }
@@ -636,14 +672,33 @@ size_t arena_purge(arena_t *a)
     return n + extent_purge_all(&a->pool);
 }
 
+size_t arena_purge_all(void)
+{
+    /* Every arena's empty slabs first: a slab may have come from another
+     * arena's pool (extent_pool_share), which would be dirty again after
+     * its own purge. */
+    for (unsigned i = 0; i < ARENAS_MAX; i++) {
+        arena_t *a = ma_load_acquire(&arenas[i]);
+        if (a != NULL)
+            arena_release_empty_slabs(a);
+    }
+    size_t n = 0;
+    for (unsigned i = 0; i < ARENAS_MAX; i++) {
+        arena_t *a = ma_load_acquire(&arenas[i]);
+        if (a != NULL)
+            n += arena_purge(a);
+    }
+    return n;
+}
+
 /*
  * Decay's part of the above, for what nobody is going to use soon:
  * - objects other threads freed are collected into their slabs (the work
  *   the owner's next fill would do), so an owner that went idle or exited
  *   does not leave them pinning their slabs;
- * - a current slab found entirely free goes back to the pool, so an arena
- *   does not keep one idle slab per bin forever (tens of MiB per arena
- *   with 64 KiB pages).
+ * - a current slab found entirely free, and the empty slabs, go back to the
+ *   pool, so an arena does not keep idle slabs per bin forever (tens of
+ *   MiB per arena with 64 KiB pages).
  * Both are checked with unlocked peeks first, redone under the lock.
  */
 size_t arena_decay(arena_t *a, uint64_t now_ns, size_t max_pages)
@@ -662,11 +717,11 @@ size_t arena_decay(arena_t *a, uint64_t now_ns, size_t max_pages)
         extent_t *slab = ma_load_relaxed(&bin->slabcur);
         bool slab_idle = slab != NULL && ma_load_relaxed(&slab->nfree) == nregs;
         bool remote = ma_load_relaxed(&bin->remote_slabs) != NULL;
-        if (!slab_idle && !remote)
+        if (!slab_idle && !remote && ma_load_relaxed(&bin->nempty) == 0)
             continue;
         ma_mutex_lock(&bin->lock);
         bin_collect_remote_locked(bin, b);
-        bin_release_empty_slabcur(bin, b);
+        bin_release_empty_slabs_locked(bin, b);
         ma_mutex_unlock(&bin->lock);
     }
     return n + extent_decay(&a->pool, now_ns, max_pages);

@@ -54,7 +54,8 @@ typedef struct chunk {
  *   state) and on that set's LRU list; szind == SC_NSIZES.
  * - slab: bitmap has a 1 for each free region; nfree counts them; bits past
  *   nregs are 0. A slab with nfree > 0 that is not its bin's current slab is
- *   in the bin's nonfull heap (ph_* links); a full slab is in no heap.
+ *   in the bin's nonfull heap, or its empty heap if entirely free (ph_*
+ *   links); a full slab is in no heap.
  * - ph_* links are used by exactly one heap at a time (a set's, or a bin's).
  * - slab: a page whose bit is set in purged_pages holds no allocated region
  *   (every region overlapping it is free in bitmap); the bit is cleared when

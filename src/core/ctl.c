@@ -337,6 +337,10 @@ static int h_arena_purge(ctl_req_t *r, ctl_val_t *out)
     tsd_t *tsd = tsd_fetch();
     if (tsd_nominal(tsd))
         tcache_flush(tsd);
+    if (r->idx[0] == MALLCTL_ARENAS_ALL || r->idx[0] == arena_narenas) {
+        arena_purge_all();
+        return 0;
+    }
     return for_arenas(r->idx[0], arena_purge);
 }
 

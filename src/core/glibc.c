@@ -76,13 +76,7 @@ MA_EXPORT int malloc_trim(size_t pad)
     tsd_t *tsd = tsd_fetch();
     if (tsd_nominal(tsd))
         tcache_flush(tsd);
-    size_t purged = 0;
-    for (unsigned i = 0; i < ARENAS_MAX; i++) {
-        arena_t *a = ma_load_acquire(&arenas[i]);
-        if (a != NULL)
-            purged += arena_purge(a);
-    }
-    return purged != 0;
+    return arena_purge_all() != 0;
 }
 
 MA_EXPORT void malloc_stats(void)
