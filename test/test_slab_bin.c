@@ -362,6 +362,7 @@ Test(bin, emptied_slabs_are_kept_up_to_a_bound_then_go_back_to_the_pool)
         cr_assert_eq(k, bi->nregs);
         dalloc_all(b, ps, k - 1); /* all but one region back: the slab stays */
         cr_assert_eq(bin->stats.curslabs, K + 2);
+        cr_assert(rtree_lookup(sl[K]->addr) & RTREE_SLAB);
         dalloc_all(b, ps + k - 1, 1);
         cr_assert_eq(bin->nempty, K);
         cr_assert_eq(bin->stats.curslabs, K + 1, "bin %u: a slab past the bound was kept", b);
@@ -391,6 +392,7 @@ Test(bin, emptied_slabs_are_kept_up_to_a_bound_then_go_back_to_the_pool)
         cr_assert_eq(bin->nempty, K);
         cr_assert_not_null(bin->slabcur);
         cr_assert_eq(bin->slabcur->nfree, bi->nregs);
+        cr_assert(rtree_lookup(bin->slabcur->addr) & RTREE_SLAB, "bin %u: the empty current slab was given back", b);
         cr_assert_eq(bin->stats.curslabs, K + 1);
         cr_assert_eq(bin->stats.curregs, 0);
         free(got);

@@ -111,6 +111,25 @@ static extent_t *arena_slab_new(arena_t *a, unsigned binind)
 
 static void bin_collect_remote_locked(bin_t *bin, unsigned binind);
 
+/* Under the bin lock: slab, in no structure of the bin, goes back to the pool. */
+static void bin_slab_release_locked(bin_t *bin, extent_t *slab)
+{
+    bin->stats.curslabs--;
+    extent_dalloc(slab->pool, slab);
+}
+
+/* Under the bin lock: the empty heap's lowest slab, taken out of it; NULL if
+ * it has none. */
+static extent_t *bin_take_empty_locked(bin_t *bin)
+{
+    extent_t *slab = extent_heap_first(&bin->empty);
+    if (slab != NULL) {
+        extent_heap_remove(&bin->empty, slab);
+        bin->nempty--;
+    }
+    return slab;
+}
+
 /* Under the bin lock: the fullest (then lowest) non-full slab, taken out of
  * its heap; NULL if there is none. */
 static extent_t *bin_take_nonfull_locked(bin_t *bin)
@@ -187,10 +206,8 @@ unsigned arena_fill_small(arena_t *a, unsigned binind, void **out, unsigned n)
         extent_t *slab = bin->slabcur;
         if (slab == NULL || slab->nfree == 0) {
             slab = bin_take_nonfull_locked(bin);
-            if (slab == NULL && (slab = extent_heap_first(&bin->empty)) != NULL) {
-                extent_heap_remove(&bin->empty, slab);
-                bin->nempty--;
-            }
+            if (slab == NULL)
+                slab = bin_take_empty_locked(bin);
             if (slab == NULL) {
                 if ((borrowed = bin_borrow_locked(a, binind, out + got, n - got)) != 0)
                     break;
@@ -220,24 +237,24 @@ unsigned arena_fill_small(arena_t *a, unsigned binind, void **out, unsigned n)
  * whole (extent_dalloc). */
 static void bin_slab_emptied_locked(bin_t *bin, extent_t *slab)
 {
-    if (slab->purged_pages == 0) {
-        if (bin->nempty != 0 && ((size_t)bin->nempty + 1) * slab->size > BIN_EMPTY_BYTES) {
-            extent_t *high = extent_heap_first(&bin->empty);
-            for (extent_t *e = high; e != NULL; e = extent_heap_walk_next(e))
-                high = e->addr > high->addr ? e : high;
-            if (high->addr > slab->addr) {
-                extent_heap_remove(&bin->empty, high);
-                extent_heap_insert(&bin->empty, slab);
-                slab = high;
-            }
-        } else {
-            extent_heap_insert(&bin->empty, slab);
-            bin->nempty++;
+    if (slab->purged_pages != 0) {
+        bin_slab_release_locked(bin, slab);
+        return;
+    }
+    if (bin->nempty != 0 && ((size_t)bin->nempty + 1) * slab->size > BIN_EMPTY_BYTES) {
+        extent_t *high = extent_heap_first(&bin->empty);
+        for (extent_t *e = high; e != NULL; e = extent_heap_walk_next(e))
+            high = e->addr > high->addr ? e : high;
+        if (high->addr < slab->addr) {
+            bin_slab_release_locked(bin, slab);
             return;
         }
+        extent_heap_remove(&bin->empty, high);
+        bin->nempty--;
+        bin_slab_release_locked(bin, high);
     }
-    bin->stats.curslabs--;
-    extent_dalloc(slab->pool, slab);
+    extent_heap_insert(&bin->empty, slab);
+    bin->nempty++;
 }
 
 /* Under the bin lock, after regions of slab were freed (it had old_nfree
@@ -443,15 +460,10 @@ static void bin_release_empty_slabs_locked(bin_t *bin, unsigned binind)
     extent_t *slab = bin->slabcur;
     if (slab != NULL && slab->nfree == sc_bin_info[binind].nregs) {
         bin->slabcur = NULL;
-        bin->stats.curslabs--;
-        extent_dalloc(slab->pool, slab);
+        bin_slab_release_locked(bin, slab);
     }
-    while ((slab = extent_heap_first(&bin->empty)) != NULL) {
-        extent_heap_remove(&bin->empty, slab);
-        bin->nempty--;
-        bin->stats.curslabs--;
-        extent_dalloc(slab->pool, slab);
-    }
+    while ((slab = bin_take_empty_locked(bin)) != NULL)
+        bin_slab_release_locked(bin, slab);
 }
 
 /* Each bin keeps its current slab even when empty, and empty slabs (bin_t);

@@ -310,9 +310,15 @@ static int h_arenas_lextent_size(ctl_req_t *r, ctl_val_t *out)
 
 /* arena.<i>: MALLCTL_ARENAS_ALL (and, as in jemalloc 4, <i> == narenas)
  * means every arena. */
+/* Whether arena index i means every arena (jemalloc accepts narenas too). */
+static bool arenas_all(size_t i)
+{
+    return i == MALLCTL_ARENAS_ALL || i == arena_narenas;
+}
+
 static int for_arenas(size_t i, size_t (*fn)(arena_t *))
 {
-    if (i == MALLCTL_ARENAS_ALL || i == arena_narenas) {
+    if (arenas_all(i)) {
         for (unsigned k = 0; k < ARENAS_MAX; k++) {
             arena_t *a = ma_load_acquire(&arenas[k]);
             if (a != NULL)
@@ -337,7 +343,7 @@ static int h_arena_purge(ctl_req_t *r, ctl_val_t *out)
     tsd_t *tsd = tsd_fetch();
     if (tsd_nominal(tsd))
         tcache_flush(tsd);
-    if (r->idx[0] == MALLCTL_ARENAS_ALL || r->idx[0] == arena_narenas) {
+    if (arenas_all(r->idx[0])) {
         arena_purge_all();
         return 0;
     }
