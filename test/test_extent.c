@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "arena/arena.h"
 #include "arena/extent.h"
@@ -482,6 +483,47 @@ Test(extent, purge_moves_dirty_to_retained_and_reuse_is_zeroed)
     check_pool(&pool);
 }
 
+/* A purge of many separate dirty extents makes one system call per batch
+ * of PAGES_BATCH_MAX where the kernel allows it (stats count calls), and
+ * every page of them reads back zero. */
+Test(extent, a_purge_of_scattered_extents_batches_its_system_calls)
+{
+    enum { N = 100 };
+    const size_t S = pages_class(1);
+    const unsigned szind = sc_size2index(S);
+    bool zeroed;
+    extent_t *e[2 * N];
+    for (unsigned i = 0; i < 2 * N; i++) {
+        e[i] = extent_alloc(&pool, S, PAGE, szind, false, &zeroed);
+        cr_assert_not_null(e[i]);
+        memset((void *)e[i]->addr, 0x77, S);
+    }
+    /* Every other one freed: N dirty extents that cannot coalesce. */
+    uintptr_t freed[N];
+    for (unsigned i = 0; i < N; i++) {
+        freed[i] = e[2 * i]->addr;
+        extent_dalloc(&pool, e[2 * i]);
+    }
+    cr_assert_eq(pool.dirty.nextents, N);
+    uint64_t calls0 = pool.stats.nmadvise[0];
+    cr_assert_eq(extent_purge_all(&pool), N * (S / PAGE));
+    uint64_t calls = pool.stats.nmadvise[0] - calls0;
+    const uint64_t batched = (N + PAGES_BATCH_MAX - 1) / PAGES_BATCH_MAX;
+    if (tu_kernel_batches_madvise())
+        cr_assert_eq(calls, batched, "%llu calls to purge %d extents", (unsigned long long)calls, N);
+    else
+        cr_assert_eq(calls, N, "%llu calls to purge %d extents", (unsigned long long)calls, N);
+    for (unsigned i = 0; i < N; i++) {
+        cr_assert_eq(((unsigned char *)freed[i])[0], 0, "extent %u not purged", i);
+        cr_assert_eq(((unsigned char *)freed[i])[S - 1], 0, "extent %u not purged", i);
+        cr_assert_eq(((unsigned char *)e[2 * i + 1]->addr)[0], 0x77, "live extent %u touched", i);
+    }
+    for (unsigned i = 0; i < N; i++)
+        extent_dalloc(&pool, e[2 * i + 1]);
+    extent_purge_all(&pool);
+    check_pool(&pool);
+}
+
 Test(extent, pages_purge_forced_zeroes_memory)
 {
     /* Straight from mmap, so that only the purge is under test here. */
@@ -504,6 +546,46 @@ Test(extent, pages_purge_forced_zeroes_memory)
     p[0] = 1;
     cr_assert_eq(p[0], 1);
     munmap(p, size);
+}
+
+/* Runs of pages purged in one call where the kernel allows it, each range
+ * zeroed and nothing between them touched, also when a range in the
+ * middle is not mapped (the kernel stops there; the rest must still be
+ * purged). */
+Test(extent, pages_purge_batch_purges_every_range_in_as_few_calls_as_it_can)
+{
+    const size_t npages = 16;
+    unsigned char *p = mmap(NULL, npages * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(p, MAP_FAILED);
+    memset(p, 0x5a, npages * PAGE);
+    /* Pages 1, 3-4, 7 and 9. */
+    pages_range_t r[] = {{p + PAGE, PAGE}, {p + 3 * PAGE, 2 * PAGE}, {p + 7 * PAGE, PAGE}, {p + 9 * PAGE, PAGE}};
+    const bool batches = tu_kernel_batches_madvise();
+    uint64_t nm0 = pages_nmadvise;
+    unsigned calls = pages_purge_batch(r, 4, false);
+    cr_assert_eq(calls, batches ? 1u : 4u, "%u system calls for 4 ranges (kernel batches: %d)", calls, batches);
+    cr_assert_eq(pages_nmadvise - nm0, calls);
+    for (size_t i = 0; i < npages * PAGE; i += 64) {
+        size_t pg = i / PAGE;
+        bool purged = pg == 1 || pg == 3 || pg == 4 || pg == 7 || pg == 9;
+        cr_assert_eq(p[i], purged ? 0 : 0x5a, "byte %zu (page %zu)", i, pg);
+    }
+    /* A hole in the middle: pages 11 and 13 purged all the same. */
+    memset(p, 0x5a, 12 * PAGE);
+    memset(p + 13 * PAGE, 0x5a, 3 * PAGE);
+    cr_assert_eq(munmap(p + 12 * PAGE, PAGE), 0);
+    pages_range_t h[] = {{p + 11 * PAGE, PAGE}, {p + 12 * PAGE, PAGE}, {p + 13 * PAGE, PAGE}};
+    pages_purge_batch(h, 3, false);
+    cr_assert_eq(p[11 * PAGE], 0, "the range before the hole was not purged");
+    cr_assert_eq(p[13 * PAGE], 0, "the range after the hole was not purged");
+    cr_assert_eq(p[10 * PAGE], 0x5a);
+    cr_assert_eq(p[14 * PAGE], 0x5a);
+    /* Lazy: contents undefined, pages usable. */
+    pages_purge_batch(r, 4, true);
+    p[PAGE] = 3;
+    cr_assert_eq(p[PAGE], 3);
+    munmap(p, 12 * PAGE);
+    munmap(p + 13 * PAGE, 3 * PAGE);
 }
 
 Test(extent, pages_system_calls_report_the_kernel_and_leave_errno_alone)

@@ -16,6 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +27,20 @@ static inline const char *tu_build_dir(void)
 {
     const char *b = getenv("MYALLOC_TEST_BUILD");
     return b != NULL ? b : "build/p12-q4-g2";
+}
+
+/* Whether this kernel takes process_madvise(MADV_DONTNEED) on the calling
+ * process (PIDFD_SELF_THREAD_GROUP), asked directly rather than through the
+ * allocator: then a batch of page ranges is purged in one system call. */
+static inline bool tu_kernel_batches_madvise(void)
+{
+    const size_t len = (size_t)sysconf(_SC_PAGESIZE);
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(p, MAP_FAILED);
+    struct iovec v = {p, len};
+    long r = syscall(440 /* process_madvise */, -10001, &v, 1, MADV_DONTNEED, 0);
+    munmap(p, len);
+    return r == (long)len;
 }
 
 /* The whole file at path, NUL terminated (malloc'ed); its length in *len

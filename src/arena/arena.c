@@ -500,9 +500,10 @@ static void arena_release_empty_slabs(arena_t *a)
 
 /* A decay tick's share of that work: each period starts a round that
  * visits every bin once (the visit is the inspection), and a tick takes
- * bins of the round until it has walked SLAB_TICK_SLABS slabs or made
- * SLAB_VISIT_CALLS madvise calls (arena.h; a visit makes at most that
- * many, each a few microseconds under the bin lock). A bin with slabs left
+ * bins of the round until it has walked SLAB_TICK_SLABS slabs or purged
+ * SLAB_VISIT_RANGES runs of pages (arena.h; a visit purges at most that
+ * many, each about a microsecond under the bin lock, in batches of
+ * pages_purge_batch). A bin with slabs left
  * over is marked for another visit (slabs_redo, not an inspection), which
  * the next ticks make first.
  * Walking every bin and purging up to 16 MiB in one tick held bin locks,
@@ -555,9 +556,21 @@ static uint64_t slab_free_pages(const extent_t *slab, unsigned binind)
 typedef struct slab_purge_pass {
     unsigned min_idle;    /* inspections without a fill a slab needs (0: any slab) */
     bool counting;        /* this visit is one of those inspections */
-    size_t pages, nmadvise, nslabs;
-    size_t max_pages, max_calls;
+    size_t pages, nranges, nslabs, ncalls;
+    size_t max_pages, max_ranges;
+    unsigned nbatch;      /* runs in batch, not purged yet */
+    pages_range_t batch[PAGES_BATCH_MAX];
 } slab_purge_pass_t;
+
+/* Under the bin lock that took the runs in t->batch: purge them. Never
+ * after it is released: a fill could then hand out a region on such a
+ * page, and its contents would be lost. */
+static void slab_purge_flush_locked(slab_purge_pass_t *t)
+{
+    if (t->nbatch != 0)
+        t->ncalls += pages_purge_batch(t->batch, t->nbatch, false);
+    t->nbatch = 0;
+}
 
 /* Under the bin lock: purge the free pages of slab if no fill took from it
  * for t->min_idle inspections (counting this one when t->counting). */
@@ -570,7 +583,7 @@ static void slab_purge_locked(extent_t *s, unsigned binind, slab_purge_pass_t *t
         return;
     }
     if ((size_t)s->nfree * sc_bin_info[binind].reg_size < PAGE || t->pages >= t->max_pages ||
-        t->nmadvise >= t->max_calls)
+        t->nranges >= t->max_ranges)
         return;
     uint64_t mask = slab_free_pages(s, binind) & ~s->purged_pages;
     if (mask == 0)
@@ -579,12 +592,15 @@ static void slab_purge_locked(extent_t *s, unsigned binind, slab_purge_pass_t *t
     size_t n = (size_t)__builtin_popcountll(mask);
     ma_fetch_add(&s->pool->stats.slab_purged_pages, n);
     t->pages += n;
-    while (mask != 0) { /* one madvise per run of pages */
+    while (mask != 0) { /* one range per run of pages */
         unsigned p = (unsigned)__builtin_ctzll(mask);
         uint64_t rest = ~(mask >> p);
         unsigned len = rest == 0 ? 64 - p : (unsigned)__builtin_ctzll(rest);
-        pages_purge_forced((void *)(s->addr + ((uintptr_t)p << LG_PAGE)), (size_t)len << LG_PAGE);
-        t->nmadvise++;
+        if (t->nbatch == PAGES_BATCH_MAX)
+            slab_purge_flush_locked(t);
+        t->batch[t->nbatch++] =
+            (pages_range_t){(void *)(s->addr + ((uintptr_t)p << LG_PAGE)), (size_t)len << LG_PAGE};
+        t->nranges++;
         mask &= ~((len == 64 ? ~(uint64_t)0 : ((uint64_t)1 << len) - 1) << p);
     }
 }
@@ -596,6 +612,7 @@ static void bin_purge_slabs_locked(bin_t *bin, unsigned binind, slab_purge_pass_
     for (unsigned k = 0; k < BIN_NBUCKETS; k++)
         for (extent_t *s = extent_heap_first(&bin->nonfull[k]); s != NULL; s = extent_heap_walk_next(s))
             slab_purge_locked(s, binind, t);
+    slab_purge_flush_locked(t);
 }
 
 /* Whether bin b has multi-page slabs that could hold free pages. */
@@ -624,7 +641,7 @@ static unsigned arena_take_redo_bin(arena_t *a)
  * thread); all of them otherwise. Returns the pages purged. */
 static size_t arena_purge_slabs(arena_t *a, bool decay, uint64_t now_ns, size_t max_pages)
 {
-    slab_purge_pass_t t = {.max_pages = max_pages, .max_calls = SIZE_MAX};
+    slab_purge_pass_t t = {.max_pages = max_pages, .max_ranges = SIZE_MAX};
     if (!decay) {
         for (unsigned b = 0; b < SC_NBINS; b++) {
             bin_t *bin = &a->bins[b];
@@ -648,7 +665,7 @@ static size_t arena_purge_slabs(arena_t *a, bool decay, uint64_t now_ns, size_t 
             ma_store_relaxed(&a->slabs_round_bin, 0);
         const bool whole_round = max_pages == SIZE_MAX;
         t.min_idle = ms == 0 ? 0 : SLAB_IDLE_SCANS;
-        while ((whole_round || (t.nslabs < SLAB_TICK_SLABS && t.nmadvise < SLAB_VISIT_CALLS)) &&
+        while ((whole_round || (t.nslabs < SLAB_TICK_SLABS && t.nranges < SLAB_VISIT_RANGES)) &&
                t.pages < max_pages) {
             /* A bin to visit again first, else the round's next one. */
             unsigned b = arena_take_redo_bin(a);
@@ -664,16 +681,16 @@ static size_t arena_purge_slabs(arena_t *a, bool decay, uint64_t now_ns, size_t 
             bin_t *bin = &a->bins[b];
             if (!bin_has_slabs_to_purge(bin, b))
                 continue;
-            t.max_calls = whole_round ? t.nmadvise + SLAB_VISIT_CALLS : SLAB_VISIT_CALLS;
+            t.max_ranges = whole_round ? t.nranges + SLAB_VISIT_RANGES : SLAB_VISIT_RANGES;
             ma_mutex_lock(&bin->lock);
             bin_purge_slabs_locked(bin, b, &t);
             ma_mutex_unlock(&bin->lock);
-            if (t.nmadvise >= t.max_calls) /* maybe more: again soon */
+            if (t.nranges >= t.max_ranges) /* maybe more: again soon */
                 __atomic_fetch_or(&a->slabs_redo[b / 64], (uint64_t)1 << (b % 64), __ATOMIC_RELAXED);
         }
     }
-    if (t.nmadvise != 0)
-        extent_count_slab_purge(&a->pool, t.nmadvise, t.pages);
+    if (t.ncalls != 0)
+        extent_count_slab_purge(&a->pool, t.ncalls, t.pages);
     return t.pages;
 }
 

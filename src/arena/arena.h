@@ -102,9 +102,9 @@ typedef struct arena {
 } arena_t;
 
 #define ARENA_BIN_SCAN_NS 10000000ull /* 10 ms */
-/* madvise calls a decay tick makes at most to purge pages inside slabs,
- * and one bin lock holds across (arena.c, "Purging inside slabs"). */
-#define SLAB_VISIT_CALLS 32
+/* Runs of pages a decay tick purges at most inside slabs, and one bin lock
+ * holds across (arena.c, "Purging inside slabs"). */
+#define SLAB_VISIT_RANGES 32
 
 extern arena_t *arenas[ARENAS_MAX];
 extern unsigned arena_narenas;   /* how many arenas threads are spread over */

@@ -663,7 +663,7 @@ static void pool_maybe_unmap(extent_pool_t *pool, extent_t *e)
     /* The chunk record stays in metadata (it is small and never reused). */
 }
 
-#define PURGE_BATCH 64
+#define PURGE_BATCH PAGES_BATCH_MAX
 
 /* Purge the oldest extents of `from` until it holds at most keep pages (or
  * max_pages are done): DONTNEED into retained, or FREE into muzzy when
@@ -686,19 +686,16 @@ static size_t pool_purge_locked(extent_pool_t *pool, eset_t *from, size_t keep, 
             taken += e->size >> LG_PAGE;
         }
         ma_mutex_unlock(&pool->lock);
-        for (unsigned i = 0; i < n; i++) {
-            if (to_muzzy)
-                pages_purge_lazy((void *)batch[i]->addr, batch[i]->size);
-            else
-                pages_purge_forced((void *)batch[i]->addr, batch[i]->size);
-        }
+        pages_range_t ranges[PURGE_BATCH];
+        for (unsigned i = 0; i < n; i++)
+            ranges[i] = (pages_range_t){(void *)batch[i]->addr, batch[i]->size};
+        nmadvise += pages_purge_batch(ranges, n, to_muzzy);
         ma_mutex_lock(&pool->lock);
         eset_t *to = to_muzzy ? &pool->muzzy : &pool->retained;
         for (unsigned i = 0; i < n; i++) {
             extent_t *e = batch[i];
             pool_insert_coalesced(pool, to, e);
         }
-        nmadvise += n;
         purged += taken;
     }
     if (nmadvise != 0)

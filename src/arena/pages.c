@@ -55,15 +55,60 @@ bool pages_purge_forced(void *addr, size_t size)
     return pages_advise(addr, size, MADV_DONTNEED);
 }
 
+static int lazy_broken; /* the kernel has no MADV_FREE */
+
 bool pages_purge_lazy(void *addr, size_t size)
 {
-    static int lazy_broken;
     if (!ma_load_relaxed(&lazy_broken)) {
         if (pages_advise(addr, size, MADV_FREE))
             return true;
-        ma_store_relaxed(&lazy_broken, 1); /* kernel without MADV_FREE */
+        ma_store_relaxed(&lazy_broken, 1);
     }
     return pages_purge_forced(addr, size);
+}
+
+#ifndef SYS_process_madvise
+#define SYS_process_madvise 440 /* the same number on every architecture */
+#endif
+/* The calling process as a pidfd argument (PIDFD_SELF_THREAD_GROUP). */
+#define PIDFD_SELF_PROCESS (-10001)
+
+/* Whether process_madvise on ourselves works: 0 not known yet, 1 yes, -1
+ * no (a kernel before process_madvise, before PIDFD_SELF, or one that
+ * allows only some advice through it), and then madvise does it all.
+ * Why bother: on the 2-core VM this was written on, madvise of one page
+ * costs ~2.7 us, most of it the call; 512 one-page ranges in one
+ * process_madvise cost ~0.9 us each. Purges inside slabs and of a
+ * fragmented pool are mostly runs of one to three pages. */
+static int batch_works;
+
+unsigned pages_purge_batch(const pages_range_t *ranges, unsigned n, bool lazy)
+{
+    unsigned done = 0, ncalls = 0;
+    bool use_free = lazy && !ma_load_relaxed(&lazy_broken);
+    if (n > 1 && ma_load_relaxed(&batch_works) >= 0) {
+        long r = ma_syscall(SYS_process_madvise, PIDFD_SELF_PROCESS, ranges, n,
+                            use_free ? MADV_FREE : MADV_DONTNEED, 0);
+        ma_fetch_add(&pages_nmadvise, 1);
+        ncalls++;
+        if (ma_sys_failed(r)) {
+            if (ma_load_relaxed(&batch_works) == 0)
+                ma_store_relaxed(&batch_works, -1);
+        } else {
+            ma_store_relaxed(&batch_works, 1);
+            /* Fewer bytes than asked: it stopped at an error; the ranges
+             * from there (the partly done one again) go one by one. */
+            for (size_t left = (size_t)r; done < n && left >= ranges[done].iov_len; done++)
+                left -= ranges[done].iov_len;
+        }
+    }
+    for (; done < n; done++, ncalls++) {
+        if (lazy)
+            pages_purge_lazy(ranges[done].iov_base, ranges[done].iov_len);
+        else
+            pages_purge_forced(ranges[done].iov_base, ranges[done].iov_len);
+    }
+    return ncalls;
 }
 
 void pages_nohuge(void *addr, size_t size)

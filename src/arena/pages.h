@@ -5,6 +5,8 @@
 #ifndef MYALLOC_PAGES_H
 #define MYALLOC_PAGES_H
 
+#include <sys/uio.h>
+
 #include "../sizeclass/sizeclass.h"
 
 /* Map size bytes (a multiple of PAGE) aligned to align (a power of two
@@ -17,6 +19,17 @@ bool pages_purge_forced(void *addr, size_t size);
 /* Let the kernel take pages when it needs them (MADV_FREE); contents are
  * undefined afterwards. Falls back to pages_purge_forced. */
 bool pages_purge_lazy(void *addr, size_t size);
+
+/* A range of pages to purge: iov_base, iov_len (a multiple of PAGE). */
+typedef struct iovec pages_range_t;
+/* Most ranges one pages_purge_batch call takes. */
+#define PAGES_BATCH_MAX 64
+
+/* Purge n ranges (n <= PAGES_BATCH_MAX) as pages_purge_lazy (lazy) or
+ * pages_purge_forced would, in one system call where the kernel allows it
+ * (process_madvise on this process), else one madvise per range. Returns
+ * the system calls made. */
+unsigned pages_purge_batch(const pages_range_t *ranges, unsigned n, bool lazy);
 
 void pages_nohuge(void *addr, size_t size);
 void pages_huge(void *addr, size_t size);
