@@ -3,7 +3,11 @@
  * plus the address-ordered pairing heap and the OS page layer.
  */
 #include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "arena/arena.h"
@@ -481,6 +485,67 @@ Test(extent, purge_moves_dirty_to_retained_and_reuse_is_zeroed)
     extent_dalloc(&pool, x);
     extent_dalloc(&pool, y);
     check_pool(&pool);
+}
+
+/* The ranges of pages_purge_batch_purges_every_range_in_as_few_calls_as_it_can,
+ * written then purged; true when all of them read zero after. */
+static bool purge_four_ranges(unsigned *calls)
+{
+    unsigned char *p = mmap(NULL, 10 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return false;
+    memset(p, 0x5a, 10 * PAGE);
+    pages_range_t r[] = {{p + PAGE, PAGE}, {p + 3 * PAGE, 2 * PAGE}, {p + 7 * PAGE, PAGE}, {p + 9 * PAGE, PAGE}};
+    *calls = pages_purge_batch(r, 4, false);
+    bool ok = p[PAGE] == 0 && p[3 * PAGE] == 0 && p[5 * PAGE - 1] == 0 && p[7 * PAGE] == 0 && p[9 * PAGE] == 0 &&
+              p[0] == 0x5a && p[2 * PAGE] == 0x5a && p[8 * PAGE] == 0x5a;
+    munmap(p, 10 * PAGE);
+    return ok;
+}
+
+/* purge_batch:false: one madvise per range, all purged. */
+Test(extent, purge_batch_false_makes_one_call_per_range)
+{
+    pages_opt_batch = false;
+    unsigned calls;
+    cr_assert(purge_four_ranges(&calls));
+    cr_assert_eq(calls, 4);
+    pages_opt_batch = true;
+    cr_assert(purge_four_ranges(&calls));
+    cr_assert_eq(calls, tu_kernel_batches_madvise() ? 1u : 4u);
+}
+
+/* Under a seccomp filter, no process_madvise is tried: here a filter that
+ * kills the process on process_madvise (as sandboxes that allow madvise
+ * but not system calls they do not know do). The child must live and its
+ * ranges be purged, one madvise each. */
+Test(extent, no_batch_is_tried_under_a_seccomp_filter)
+{
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        struct sock_filter code[] = {
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 440 /* process_madvise */, 0, 1),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        };
+        struct sock_fprog prog = {MA_ARRAY_LEN(code), code};
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+            _exit(3);
+        pages_batch_state = 0; /* as if no batch had been tried yet */
+        pages_opt_batch = true;
+        unsigned calls;
+        bool ok = purge_four_ranges(&calls);
+        _exit(!ok ? 1 : calls != 4 ? 2 : 0);
+    }
+    int st;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(!WIFSIGNALED(st), "the child was killed by signal %d (a batch tried under the filter)", WTERMSIG(st));
+    cr_assert(WIFEXITED(st));
+    cr_assert_neq(WEXITSTATUS(st), 3, "could not install the seccomp filter");
+    cr_assert_eq(WEXITSTATUS(st), 0, "child status %d (1: a range not purged, 2: not one call per range)",
+                 WEXITSTATUS(st));
 }
 
 /* A purge of many separate dirty extents makes one system call per batch

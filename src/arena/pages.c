@@ -6,6 +6,7 @@
 
 #include <elf.h> /* AT_PAGESZ */
 #include <fcntl.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -75,27 +76,69 @@ bool pages_purge_lazy(void *addr, size_t size)
 
 /* Whether process_madvise on ourselves works: 0 not known yet, 1 yes, -1
  * no (a kernel before process_madvise, before PIDFD_SELF, or one that
- * allows only some advice through it), and then madvise does it all.
+ * allows only some advice through it; or a seccomp filter, below), and
+ * then madvise does it all.
  * Why bother: on the 2-core VM this was written on, madvise of one page
  * costs ~2.7 us, most of it the call; 512 one-page ranges in one
  * process_madvise cost ~0.9 us each. Purges inside slabs and of a
  * fragmented pool are mostly runs of one to three pages. */
-static int batch_works;
+int pages_batch_state;
+bool pages_opt_batch = true;
+
+/* Whether a seccomp filter is installed (the Seccomp line of
+ * /proc/self/status is not 0), or that cannot be read. A sandbox that
+ * allows madvise may kill the process on a system call it does not know
+ * (systemd's SystemCallFilter=, libseccomp's SCMP_ACT_KILL): under any
+ * filter, batches are not tried. A filter installed after the first batch
+ * is not seen; such programs set purge_batch:false (doc/options.md). */
+static bool pages_seccomp_filtered(void)
+{
+    long fd = ma_syscall(SYS_openat, AT_FDCWD, "/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (ma_sys_failed(fd))
+        return true;
+    char buf[4096];
+    size_t len = 0;
+    for (;;) {
+        long n = ma_syscall(SYS_read, fd, buf + len, sizeof(buf) - 1 - len);
+        if (ma_sys_failed(n) || n == 0)
+            break;
+        len += (size_t)n;
+        if (len == sizeof(buf) - 1)
+            break;
+    }
+    ma_syscall(SYS_close, fd);
+    buf[len] = '\0';
+    static const char key[] = "\nSeccomp:";
+    for (size_t i = 0; i + sizeof(key) - 1 <= len; i++) {
+        if (memcmp(buf + i, key, sizeof(key) - 1) != 0)
+            continue;
+        const char *v = buf + i + sizeof(key) - 1;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        return !(v[0] == '0' && (v[1] == '\n' || v[1] == '\0'));
+    }
+    return false; /* a kernel without seccomp */
+}
 
 unsigned pages_purge_batch(const pages_range_t *ranges, unsigned n, bool lazy)
 {
     unsigned done = 0, ncalls = 0;
     bool use_free = lazy && !ma_load_relaxed(&lazy_broken);
-    if (n > 1 && ma_load_relaxed(&batch_works) >= 0) {
+    bool batch = n > 1 && ma_load_relaxed(&pages_opt_batch) && ma_load_relaxed(&pages_batch_state) >= 0;
+    if (batch && ma_load_relaxed(&pages_batch_state) == 0 && pages_seccomp_filtered()) {
+        ma_store_relaxed(&pages_batch_state, -1);
+        batch = false;
+    }
+    if (batch) {
         long r = ma_syscall(SYS_process_madvise, PIDFD_SELF_PROCESS, ranges, n,
                             use_free ? MADV_FREE : MADV_DONTNEED, 0);
         ma_fetch_add(&pages_nmadvise, 1);
         ncalls++;
         if (ma_sys_failed(r)) {
-            if (ma_load_relaxed(&batch_works) == 0)
-                ma_store_relaxed(&batch_works, -1);
+            if (ma_load_relaxed(&pages_batch_state) == 0)
+                ma_store_relaxed(&pages_batch_state, -1);
         } else {
-            ma_store_relaxed(&batch_works, 1);
+            ma_store_relaxed(&pages_batch_state, 1);
             /* Fewer bytes than asked: it stopped at an error; the ranges
              * from there (the partly done one again) go one by one. */
             for (size_t left = (size_t)r; done < n && left >= ranges[done].iov_len; done++)

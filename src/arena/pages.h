@@ -27,9 +27,16 @@ typedef struct iovec pages_range_t;
 
 /* Purge n ranges (n <= PAGES_BATCH_MAX) as pages_purge_lazy (lazy) or
  * pages_purge_forced would, in one system call where the kernel allows it
- * (process_madvise on this process), else one madvise per range. Returns
- * the system calls made. */
+ * (process_madvise on this process; not under a seccomp filter, not with
+ * purge_batch:false), else one madvise per range. Returns the system
+ * calls made. */
 unsigned pages_purge_batch(const pages_range_t *ranges, unsigned n, bool lazy);
+
+/* The purge_batch option. */
+extern bool pages_opt_batch;
+/* Whether batches go to process_madvise: 0 not known yet (the next batch
+ * finds out; tests reset it), 1 yes, -1 no. */
+extern int pages_batch_state;
 
 void pages_nohuge(void *addr, size_t size);
 void pages_huge(void *addr, size_t size);

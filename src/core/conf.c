@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../arena/pages.h"
 #include "../prof/prof.h"
 #include "../tcache/tcache.h"
 #include "core.h"
@@ -38,6 +39,8 @@ const conf_option_t conf_options[] = {
      "time over which MADV_FREE'd pages are given back with MADV_DONTNEED; -1 never, 0 at once"},
     {"retain", CONF_BOOL, CTL_BOOL, &extent_opt_retain, 0, 1, NULL,
      "keep purged address space for reuse instead of unmapping it"},
+    {"purge_batch", CONF_BOOL, CTL_BOOL, &pages_opt_batch, 0, 1, NULL,
+     "purge many runs of pages in one process_madvise call where the kernel allows it and no seccomp filter is installed at the first such purge (false: one madvise per run)"},
     {"background_thread", CONF_BOOL, CTL_BOOL, &opt_background_thread, 0, 1, NULL,
      "purge from a background thread as well as from allocating threads"},
     {"thp", CONF_CHOICE, CTL_STRING, &extent_opt_thp, 0, 0, thp_choices,
