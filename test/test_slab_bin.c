@@ -384,13 +384,15 @@ Test(bin, emptied_slabs_are_kept_up_to_a_bound_then_go_back_to_the_pool)
         cr_assert_eq((uintptr_t)got[0], lowest, "bin %u: the first fill did not take the lowest empty slab", b);
         cr_assert_eq(bin->stats.nslabs, nslabs, "bin %u: a fill made a slab while empty ones were kept", b);
         cr_assert_eq(bin->nempty, 0);
+        extent_t *last = tu_slab_of(got[K * bi->nregs - 1]);
+        cr_assert_eq(bin->slabcur, last, "bin %u: the current slab is not the last one the fill took", b);
 
         /* Everything back: the current slab (now the last one the fill
          * took) stays, K empty ones are kept. */
         dalloc_all(b, got, K * bi->nregs);
         dalloc_all(b, ps, n);
         cr_assert_eq(bin->nempty, K);
-        cr_assert_not_null(bin->slabcur);
+        cr_assert_eq(bin->slabcur, last, "bin %u: the emptied current slab was replaced", b);
         cr_assert_eq(bin->slabcur->nfree, bi->nregs);
         cr_assert(rtree_lookup(bin->slabcur->addr) & RTREE_SLAB, "bin %u: the empty current slab was given back", b);
         cr_assert_eq(bin->stats.curslabs, K + 1);

@@ -85,6 +85,24 @@ bool pages_purge_lazy(void *addr, size_t size)
 int pages_batch_state;
 bool pages_opt_batch = true;
 
+/* Up to cap bytes of a /proc file, read with raw system calls (no errno,
+ * no allocation); the length read, or -1 when it cannot be opened. */
+static long pages_read_proc(const char *path, void *buf, size_t cap)
+{
+    long fd = ma_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+    if (ma_sys_failed(fd))
+        return -1;
+    size_t len = 0;
+    while (len < cap) {
+        long n = ma_syscall(SYS_read, fd, (char *)buf + len, cap - len);
+        if (ma_sys_failed(n) || n == 0)
+            break;
+        len += (size_t)n;
+    }
+    ma_syscall(SYS_close, fd);
+    return (long)len;
+}
+
 /* Whether a seccomp filter is installed (the Seccomp line of
  * /proc/self/status is not 0), or that cannot be read. A sandbox that
  * allows madvise may kill the process on a system call it does not know
@@ -93,31 +111,18 @@ bool pages_opt_batch = true;
  * is not seen; such programs set purge_batch:false (doc/options.md). */
 static bool pages_seccomp_filtered(void)
 {
-    long fd = ma_syscall(SYS_openat, AT_FDCWD, "/proc/self/status", O_RDONLY | O_CLOEXEC);
-    if (ma_sys_failed(fd))
-        return true;
     char buf[4096];
-    size_t len = 0;
-    for (;;) {
-        long n = ma_syscall(SYS_read, fd, buf + len, sizeof(buf) - 1 - len);
-        if (ma_sys_failed(n) || n == 0)
-            break;
-        len += (size_t)n;
-        if (len == sizeof(buf) - 1)
-            break;
-    }
-    ma_syscall(SYS_close, fd);
+    long len = pages_read_proc("/proc/self/status", buf, sizeof(buf) - 1);
+    if (len < 0)
+        return true;
     buf[len] = '\0';
-    static const char key[] = "\nSeccomp:";
-    for (size_t i = 0; i + sizeof(key) - 1 <= len; i++) {
-        if (memcmp(buf + i, key, sizeof(key) - 1) != 0)
-            continue;
-        const char *v = buf + i + sizeof(key) - 1;
-        while (*v == ' ' || *v == '\t')
-            v++;
-        return !(v[0] == '0' && (v[1] == '\n' || v[1] == '\0'));
-    }
-    return false; /* a kernel without seccomp */
+    const char *v = strstr(buf, "\nSeccomp:");
+    if (v == NULL)
+        return false; /* a kernel without seccomp */
+    v += strlen("\nSeccomp:");
+    while (*v == ' ' || *v == '\t')
+        v++;
+    return !(v[0] == '0' && (v[1] == '\n' || v[1] == '\0'));
 }
 
 unsigned pages_purge_batch(const pages_range_t *ranges, unsigned n, bool lazy)
@@ -168,21 +173,12 @@ void pages_huge(void *addr, size_t size)
  * raw system calls; 0 when /proc is not there. */
 static size_t pages_auxv_page_size(void)
 {
-    long fd = ma_syscall(SYS_openat, AT_FDCWD, "/proc/self/auxv", O_RDONLY | O_CLOEXEC);
-    if (ma_sys_failed(fd))
-        return 0;
-    unsigned long buf[64]; /* (type, value) pairs of the native word */
-    size_t page = 0;
-    while (page == 0) {
-        long n = ma_syscall(SYS_read, fd, buf, sizeof(buf));
-        if (ma_sys_failed(n) || n < (long)(2 * sizeof(buf[0])))
-            break;
-        for (size_t i = 0; i + 1 < (size_t)n / sizeof(buf[0]); i += 2)
-            if (buf[i] == AT_PAGESZ)
-                page = buf[i + 1];
-    }
-    ma_syscall(SYS_close, fd);
-    return page;
+    unsigned long buf[512]; /* (type, value) pairs of the native word; a few dozen in practice */
+    long len = pages_read_proc("/proc/self/auxv", buf, sizeof(buf));
+    for (size_t i = 0; len > 0 && i + 1 < (size_t)len / sizeof(buf[0]); i += 2)
+        if (buf[i] == AT_PAGESZ)
+            return buf[i + 1];
+    return 0;
 }
 
 size_t pages_os_page_size(void)
