@@ -6,6 +6,7 @@
  * GC event off for the test's thread (gc_next = never) so that no GC step
  * runs behind a test's back; the GC tests call tcache_gc_step themselves.
  */
+#include <inttypes.h>
 #include <math.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -16,6 +17,7 @@
 #include "myalloc.h"
 #include "tcache/tcache.h"
 #include "test_util.h"
+#include "test_slab_util.h"
 
 /* Several arenas whatever the machine (the default is 4 per CPU): some
  * tests need an arena of their own or objects of another arena. */
@@ -810,6 +812,196 @@ Test(tcache, a_double_remote_free_is_caught_when_collected, .exit_code = 0, .sig
     free(o.small[1]);
     free(o.small[0]);
     arena_decay(arenas[o.arena], decay_now_ns(), 0);
+}
+
+/* free's own path for another arena's objects (ma_free_slow): counted in
+ * thread.deallocated, checked like any free. */
+typedef struct {
+    unsigned arena;
+    void *obj;
+    pthread_barrier_t bound;
+} interior_free_t;
+
+static void *bind_and_wait(void *arg)
+{
+    interior_free_t *f = arg;
+    cr_assert_eq(mallctl("thread.arena", NULL, NULL, &f->arena, sizeof(f->arena)), 0);
+    pthread_barrier_wait(&f->bound);
+    for (;;)
+        pause();
+    return NULL;
+}
+
+/* In a forked child, whose arenas have no threads until one binds: with
+ * none, a remote free goes straight to the slab, checked there. */
+static void free_inside_remote_object(void *arg)
+{
+    interior_free_t *f = arg;
+    pthread_barrier_init(&f->bound, NULL, 2);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, bind_and_wait, f), 0);
+    pthread_barrier_wait(&f->bound);
+    free((char *)f->obj + 8);
+}
+
+Test(tcache, a_remote_free_is_counted_and_checked_like_any_free)
+{
+    remote_owner_t o = {.arena = other_arena()};
+    pthread_t th = remote_owner_start(&o);
+    uint64_t d0 = tsd->thread_deallocated;
+    size_t usize = malloc_usable_size(o.small[0]);
+    free(o.small[0]);
+    cr_assert_eq(tsd->thread_deallocated - d0, usize, "a remote free counted %" PRIu64 " bytes, not %zu",
+                 tsd->thread_deallocated - d0, usize);
+    cr_assert_not_null(ma_load_relaxed(&arenas[o.arena]->bins[sc_size2index(96)].remote_slabs));
+
+    char err[4096];
+    interior_free_t f = {.arena = o.arena, .obj = o.small[1]};
+    int st = tu_capture(free_inside_remote_object, &f, err, sizeof(err));
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "status %#x, stderr \"%s\"", st, err);
+    cr_assert_not_null(strstr(err, "free(): invalid pointer"), "\"%s\"", err);
+
+    pthread_barrier_wait(&o.release);
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    for (int i = 1; i < REMOTE_N; i++)
+        free(o.small[i]);
+}
+
+static bool region_allocated(void *p)
+{
+    extent_t *slab = tu_slab_of(p);
+    long idx = slab_region_index(slab, slab->szind, p);
+    cr_assert_geq(idx, 0);
+    return !(slab->bitmap[idx / 64] & ((uint64_t)1 << (idx % 64)));
+}
+
+/* A fill takes what other threads freed straight from the remote lists,
+ * up to nmax objects (more than the n it needs), without passing them
+ * through their slab's bitmap; the rest goes to the bitmap. Counted as
+ * freed and allocated again. */
+Test(tcache, a_fill_takes_remote_objects_without_the_bitmap)
+{
+    remote_owner_t o = {.arena = other_arena()};
+    pthread_t th = remote_owner_start(&o);
+    unsigned i96 = sc_size2index(96);
+    bin_t *bin = &arenas[o.arena]->bins[i96];
+    bin_stats_t st0 = bin->stats;
+    for (int i = 0; i < REMOTE_N; i++)
+        free(o.small[i]);
+    void *out[REMOTE_N];
+    unsigned got = arena_fill_small_max(arenas[o.arena], i96, out, 1, REMOTE_N / 2);
+    cr_assert_eq(got, REMOTE_N / 2, "a fill of 1 (at most %d) with %d remote objects at hand took %u", REMOTE_N / 2,
+                 REMOTE_N, got);
+    int left_free = 0;
+    for (unsigned i = 0; i < got; i++) {
+        cr_assert(in_list(out[i], o.small, REMOTE_N), "object %u of the fill was not one freed remotely", i);
+        cr_assert(region_allocated(out[i]), "object %u went through the bitmap", i);
+    }
+    for (int i = 0; i < REMOTE_N; i++)
+        left_free += !in_list(o.small[i], out, (int)got) && !region_allocated(o.small[i]);
+    cr_assert_eq(left_free, REMOTE_N / 2, "%d of the objects not taken are free in their slab", left_free);
+    cr_assert_null(ma_load_relaxed(&bin->remote_slabs));
+    cr_assert_eq(bin->stats.ndalloc - st0.ndalloc, REMOTE_N);
+    cr_assert_eq(bin->stats.nmalloc - st0.nmalloc, got);
+    cr_assert_eq(st0.curregs - bin->stats.curregs, REMOTE_N - got);
+
+    pthread_barrier_wait(&o.release);
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    for (unsigned i = 0; i < got; i++)
+        free(out[i]);
+}
+
+/* The owner's thread cache, when it runs empty, is refilled with them up
+ * to its capacity, not only its fill amount (cap >> lg_fill_div). */
+#define REFILL_MAX 1024
+
+typedef struct {
+    unsigned arena, n;
+    void *obj[REFILL_MAX], *first;
+    unsigned nfill, ncached_after, nremote_cached;
+    pthread_barrier_t allocated, freed;
+} refill_owner_t;
+
+static void *refill_owner_main(void *arg)
+{
+    refill_owner_t *o = arg;
+    cr_assert_eq(mallctl("thread.arena", NULL, NULL, &o->arena, sizeof(o->arena)), 0);
+    unsigned i96 = sc_size2index(96);
+    tsd_t *t = tsd_fetch();
+    cache_bin_t *b = &t->bins[i96];
+    o->n = cache_bin_ncached_max(b);
+    o->nfill = o->n >> t->lg_fill_div[i96];
+    cr_assert_leq(o->n, REFILL_MAX);
+    for (unsigned i = 0; i < o->n; i++)
+        o->obj[i] = malloc(96);
+    cr_assert_eq(mallctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
+    pthread_barrier_wait(&o->allocated);
+    pthread_barrier_wait(&o->freed);
+    o->first = malloc(96);
+    o->ncached_after = cache_bin_ncached(b);
+    for (unsigned i = 0; i < o->ncached_after; i++)
+        o->nremote_cached += in_list(b->head[i], o->obj, (int)o->n);
+    return NULL;
+}
+
+Test(tcache, an_owner_that_runs_empty_takes_back_all_its_remote_objects_that_fit)
+{
+    static refill_owner_t o;
+    o.arena = other_arena();
+    pthread_barrier_init(&o.allocated, NULL, 2);
+    pthread_barrier_init(&o.freed, NULL, 2);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, refill_owner_main, &o), 0);
+    pthread_barrier_wait(&o.allocated);
+    cr_assert_lt(o.nfill, o.n, "the test needs a fill amount below the capacity");
+    for (unsigned i = 0; i < o.n; i++)
+        free(o.obj[i]);
+    pthread_barrier_wait(&o.freed);
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    cr_assert(in_list(o.first, o.obj, (int)o.n), "the refill did not hand out a remote object");
+    cr_assert_eq(o.ncached_after, o.n - 1, "%u cached after the refill (fill amount %u, capacity %u)",
+                 o.ncached_after, o.nfill, o.n);
+    cr_assert_eq(o.nremote_cached, o.n - 1, "%u of the cached objects are the remote ones", o.nremote_cached);
+    free(o.first);
+}
+
+/* The same when a fill takes the list: the circle runs past what the fill
+ * takes and into the bitmap. */
+Test(tcache, a_double_remote_free_is_caught_when_a_fill_takes_the_list, .exit_code = 0, .signal = SIGABRT)
+{
+    remote_owner_t o = {.arena = other_arena()};
+    remote_owner_start(&o); /* stays waiting: the process aborts first */
+    free(o.small[0]);
+    free(o.small[1]);
+    free(o.small[0]);
+    void *out[4];
+    arena_fill_small_max(arenas[o.arena], sc_size2index(96), out, 1, 4);
+}
+
+/* The first word of a remotely freed object links its list: a use after
+ * free that overwrites it with a pointer out of the slab is caught. */
+static void overwrite_remote_link(void *arg)
+{
+    remote_owner_t *o = arg;
+    *(void **)o->small[1] = (void *)(uintptr_t)4096;
+    void *out[4];
+    arena_fill_small_max(arenas[o->arena], sc_size2index(96), out, 1, 4);
+}
+
+Test(tcache, an_overwritten_remote_list_is_caught)
+{
+    remote_owner_t o = {.arena = other_arena()};
+    pthread_t th = remote_owner_start(&o);
+    free(o.small[0]);
+    free(o.small[1]); /* the list: small[1], then small[0] */
+    char err[4096];
+    int st = tu_capture(overwrite_remote_link, &o, err, sizeof(err));
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "status %#x, stderr \"%s\"", st, err);
+    cr_assert_not_null(strstr(err, "remote free list was overwritten"), "\"%s\"", err);
+    pthread_barrier_wait(&o.release);
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    for (int i = 2; i < REMOTE_N; i++)
+        free(o.small[i]);
 }
 
 /* ---------------------------------------------------------------------

@@ -110,6 +110,7 @@ static extent_t *arena_slab_new(arena_t *a, unsigned binind)
 }
 
 static void bin_collect_remote_locked(bin_t *bin, unsigned binind);
+static unsigned bin_take_remote_locked(bin_t *bin, unsigned binind, void **out, unsigned n);
 
 /* Under the bin lock: slab, in no structure of the bin, goes back to the pool. */
 static void bin_slab_release_locked(bin_t *bin, extent_t *slab)
@@ -194,14 +195,15 @@ static unsigned bin_borrow_locked(arena_t *a, unsigned binind, void **out, unsig
     return 0;
 }
 
-unsigned arena_fill_small(arena_t *a, unsigned binind, void **out, unsigned n)
+unsigned arena_fill_small_max(arena_t *a, unsigned binind, void **out, unsigned n, unsigned nmax)
 {
     bin_t *bin = &a->bins[binind];
     unsigned got = 0, borrowed = 0;
     ma_mutex_lock(&bin->lock);
-    /* What other threads freed first: it refills the slabs we take from. */
+    /* What other threads freed first, as much as fits: what is not taken
+     * goes through the bitmaps to be taken again. */
     if (ma_load_relaxed(&bin->remote_slabs) != NULL)
-        bin_collect_remote_locked(bin, binind);
+        got = bin_take_remote_locked(bin, binind, out, nmax);
     while (got < n) {
         extent_t *slab = bin->slabcur;
         if (slab == NULL || slab->nfree == 0) {
@@ -342,6 +344,51 @@ static void bin_collect_remote_locked(bin_t *bin, unsigned binind)
     }
     bin->stats.ndalloc += n;
     bin->stats.curregs -= n;
+}
+
+/* Under the bin lock: what other threads freed, collected (as
+ * bin_collect_remote_locked does), except that the first n objects go
+ * straight to out, not through their slab's bitmap and back: they were
+ * allocated regions and stay so, in a thread cache now. A fill of a
+ * producer whose objects all come back by remote frees thus costs about a
+ * load and a store per object, not a bitmap set, scan and clear. Such an
+ * object was checked to be a region of its slab when it was freed; here
+ * only that it lies in the slab (the link that led to it is the first
+ * word of a freed object, which a use after free may have overwritten).
+ * A double free whose two frees fall into one collection makes the list
+ * circular, runs past n and is caught in the bitmap; one whose first free
+ * was collected into a thread cache is not caught, as for two frees into
+ * one thread cache. Returns how many objects went to out. */
+static unsigned bin_take_remote_locked(bin_t *bin, unsigned binind, void **out, unsigned n)
+{
+    extent_t *slab = __atomic_exchange_n(&bin->remote_slabs, NULL, __ATOMIC_ACQUIRE);
+    unsigned got = 0;
+    size_t freed = 0;
+    while (slab != NULL) {
+        extent_t *next = slab->remote_next;
+        void *p = __atomic_exchange_n(&slab->remote_head, NULL, __ATOMIC_ACQ_REL);
+        for (; p != NULL && got < n; got++) {
+            if (unlikely((uintptr_t)p - slab->addr >= slab->size))
+                ma_fatal("free(): invalid pointer %p (a remote free list was overwritten)", p);
+            out[got] = p;
+            p = *(void **)p;
+        }
+        if (p != NULL) {
+            unsigned old_nfree = slab->nfree;
+            do {
+                void *link = *(void **)p;
+                slab_free_checked(slab, binind, p);
+                freed++;
+                p = link;
+            } while (p != NULL);
+            bin_slab_freed_locked(bin, binind, slab, old_nfree);
+        }
+        slab = next;
+    }
+    /* Freed and allocated again, as a fill from the bitmap would count. */
+    bin->stats.ndalloc += got + freed;
+    bin->stats.curregs -= got + freed;
+    return got;
 }
 
 void arena_dalloc_small_batch(unsigned binind, void **ptrs, extent_t **slabs, unsigned n)

@@ -116,9 +116,14 @@ arena_t *arena_get(unsigned ind);
 arena_t *arena_choose(void);
 void arena_thread_leave(arena_t *a);
 
-/* Small: up to n regions of class binind into out (a thread-cache fill);
- * returns how many (0 only when out of memory). */
-unsigned arena_fill_small(arena_t *a, unsigned binind, void **out, unsigned n);
+/* Small: n regions of class binind into out (a thread-cache fill), or up
+ * to nmax (>= n; out has room for them) while objects that other threads
+ * freed are at hand; returns how many (0 only when out of memory). */
+unsigned arena_fill_small_max(arena_t *a, unsigned binind, void **out, unsigned n, unsigned nmax);
+MA_INLINE unsigned arena_fill_small(arena_t *a, unsigned binind, void **out, unsigned n)
+{
+    return arena_fill_small_max(a, binind, out, n, n);
+}
 /* Return n small regions of class binind whose extents are given (slabs may
  * belong to any arena). Aborts on a double free or a bogus pointer. */
 void arena_dalloc_small_batch(unsigned binind, void **ptrs, extent_t **slabs, unsigned n);

@@ -60,5 +60,7 @@ void ma_background_postfork_child(void);
 /* The page-map element of a pointer the caller claims is live, validated:
  * aborts with "<myalloc>: <func>(): ..." when it is not. */
 rtree_elm_t ma_lookup_live(const void *p, const char *func);
+/* The same for an element already looked up. */
+rtree_elm_t ma_check_live(const void *p, rtree_elm_t elm, const char *func);
 
 #endif

@@ -224,11 +224,11 @@ void *tcache_alloc_hard(tsd_t *tsd, unsigned ind)
     unsigned nfill = cap >> tsd->lg_fill_div[ind];
     if (nfill == 0)
         nfill = 1;
-    unsigned got = arena_fill_small(tsd_arena(tsd), ind, empty - nfill, nfill);
+    unsigned got = arena_fill_small_max(tsd_arena(tsd), ind, empty - cap, nfill, cap);
     if (got == 0)
         return NULL;
-    if (got < nfill) /* keep the filled items contiguous at the empty end */
-        memmove(empty - got, empty - nfill, got * sizeof(void *));
+    if (got < cap) /* keep the filled items contiguous at the empty end */
+        memmove(empty - got, empty - cap, got * sizeof(void *));
     b->head = empty - got;
     b->nrequests++;
     p = *b->head;
