@@ -351,7 +351,9 @@ static void bin_collect_remote_locked(bin_t *bin, unsigned binind)
  * straight to out, not through their slab's bitmap and back: they were
  * allocated regions and stay so, in a thread cache now. A fill of a
  * producer whose objects all come back by remote frees thus costs about a
- * load and a store per object, not a bitmap set, scan and clear. Such an
+ * load and a store per object, not a bitmap set, scan and clear (prodcons
+ * 1+1 under callgrind: collection and fill 58 -> 38 instructions per
+ * object, with what still goes through the bitmaps). Such an
  * object was checked to be a region of its slab when it was freed; here
  * only that it lies in the slab (the link that led to it is the first
  * word of a freed object, which a use after free may have overwritten).
