@@ -876,9 +876,9 @@ static bool region_allocated(void *p)
 }
 
 /* A fill takes what other threads freed straight from the remote lists,
- * up to nmax objects (more than the n it needs), without passing them
- * through their slab's bitmap; the rest goes to the bitmap. Counted as
- * freed and allocated again. */
+ * up to nmax objects (more than the n it needs), in the order they were
+ * freed, without passing them through their slab's bitmap; the rest goes
+ * to the bitmap. Counted as freed and allocated again. */
 Test(tcache, a_fill_takes_remote_objects_without_the_bitmap)
 {
     remote_owner_t o = {.arena = other_arena()};
@@ -894,7 +894,9 @@ Test(tcache, a_fill_takes_remote_objects_without_the_bitmap)
                  REMOTE_N, got);
     int left_free = 0;
     for (unsigned i = 0; i < got; i++) {
-        cr_assert(in_list(out[i], o.small, REMOTE_N), "object %u of the fill was not one freed remotely", i);
+        /* The list's first objects (the last freed), in the order they were freed. */
+        cr_assert_eq(out[i], o.small[REMOTE_N - got + i], "object %u of the fill is not remote object %u", i,
+                     REMOTE_N - got + i);
         cr_assert(region_allocated(out[i]), "object %u went through the bitmap", i);
     }
     for (int i = 0; i < REMOTE_N; i++)

@@ -369,11 +369,21 @@ static unsigned bin_take_remote_locked(bin_t *bin, unsigned binind, void **out, 
     while (slab != NULL) {
         extent_t *next = slab->remote_next;
         void *p = __atomic_exchange_n(&slab->remote_head, NULL, __ATOMIC_ACQ_REL);
+        unsigned first = got;
         for (; p != NULL && got < n; got++) {
             if (unlikely((uintptr_t)p - slab->addr >= slab->size))
                 ma_fatal("free(): invalid pointer %p (a remote free list was overwritten)", p);
             out[got] = p;
             p = *(void **)p;
+        }
+        /* The list runs from the last free to the first: reversed, the
+         * objects go out in the order they were freed, which for a
+         * consumer is the order they were made in, usually ascending
+         * addresses. In list order, prodcons 1+1 took 13% more CPU time. */
+        for (unsigned i = first, j = got; i + 1 < j; i++, j--) {
+            void *t = out[i];
+            out[i] = out[j - 1];
+            out[j - 1] = t;
         }
         if (p != NULL) {
             unsigned old_nfree = slab->nfree;

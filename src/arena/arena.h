@@ -48,8 +48,10 @@ typedef struct bin_stats {
  * goes back to its own slab's remote list (pushed without the lock, one
  * CAS, as in mimalloc's thread-free lists); the free that finds the list
  * empty also pushes the slab onto remote_slabs. Whoever next takes the lock
- * to fill (or a decay tick, or a purge) detaches remote_slabs with one
- * exchange and returns those lists to the bitmaps. Until then such objects
+ * to fill detaches remote_slabs with one exchange and takes the objects
+ * into its thread cache, those that fit (bin_take_remote_locked); the rest,
+ * and all of them when a decay tick or a purge collects, go back to the
+ * bitmaps. Until then such objects
  * still count as allocated (in curregs and in their slab's nfree, like
  * objects in a thread cache), so a slab on remote_slabs is never entirely
  * free and is never given back while announced. Objects thus always return
