@@ -803,15 +803,42 @@ Test(tcache, a_remote_free_into_a_full_bin_goes_home_without_a_flush)
     free(mine);
 }
 
-/* A remote list made circular by a double free is caught when collected. */
-Test(tcache, a_double_remote_free_is_caught_when_collected, .exit_code = 0, .signal = SIGABRT)
+/* Another arena's object freed twice from here, another in between: its
+ * remote list made circular. Returns that arena; its thread stays waiting
+ * (the process is to abort first). */
+static arena_t *free_twice_remotely(void)
 {
-    remote_owner_t o = {.arena = other_arena()};
-    remote_owner_start(&o); /* stays waiting: the process aborts first */
+    static remote_owner_t o;
+    o.arena = other_arena();
+    remote_owner_start(&o);
     free(o.small[0]);
     free(o.small[1]);
     free(o.small[0]);
-    arena_decay(arenas[o.arena], decay_now_ns(), 0);
+    return arenas[o.arena];
+}
+
+/* A remote list made circular by a double free is caught when collected. */
+Test(tcache, a_double_remote_free_is_caught_when_collected, .exit_code = 0, .signal = SIGABRT)
+{
+    arena_decay(free_twice_remotely(), decay_now_ns(), 0);
+}
+
+/* fn(arg) in a forked child must abort with needle in its message. */
+static void expect_abort(void (*fn)(void *), void *arg, const char *needle)
+{
+    char err[4096];
+    int st = tu_capture(fn, arg, err, sizeof(err));
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "status %#x, stderr \"%s\"", st, err);
+    cr_assert_not_null(strstr(err, needle), "\"%s\"", err);
+}
+
+/* Let the owner thread go, then free its small objects from index from. */
+static void remote_owner_finish(remote_owner_t *o, pthread_t th, int from)
+{
+    pthread_barrier_wait(&o->release);
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    for (int i = from; i < REMOTE_N; i++)
+        free(o->small[i]);
 }
 
 /* free's own path for another arena's objects (ma_free_slow): counted in
@@ -855,16 +882,9 @@ Test(tcache, a_remote_free_is_counted_and_checked_like_any_free)
                  tsd->thread_deallocated - d0, usize);
     cr_assert_not_null(ma_load_relaxed(&arenas[o.arena]->bins[sc_size2index(96)].remote_slabs));
 
-    char err[4096];
     interior_free_t f = {.arena = o.arena, .obj = o.small[1]};
-    int st = tu_capture(free_inside_remote_object, &f, err, sizeof(err));
-    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "status %#x, stderr \"%s\"", st, err);
-    cr_assert_not_null(strstr(err, "free(): invalid pointer"), "\"%s\"", err);
-
-    pthread_barrier_wait(&o.release);
-    cr_assert_eq(pthread_join(th, NULL), 0);
-    for (int i = 1; i < REMOTE_N; i++)
-        free(o.small[i]);
+    expect_abort(free_inside_remote_object, &f, "free(): invalid pointer");
+    remote_owner_finish(&o, th, 1);
 }
 
 static bool region_allocated(void *p)
@@ -971,13 +991,8 @@ Test(tcache, an_owner_that_runs_empty_takes_back_all_its_remote_objects_that_fit
  * takes and into the bitmap. */
 Test(tcache, a_double_remote_free_is_caught_when_a_fill_takes_the_list, .exit_code = 0, .signal = SIGABRT)
 {
-    remote_owner_t o = {.arena = other_arena()};
-    remote_owner_start(&o); /* stays waiting: the process aborts first */
-    free(o.small[0]);
-    free(o.small[1]);
-    free(o.small[0]);
     void *out[4];
-    arena_fill_small_max(arenas[o.arena], sc_size2index(96), out, 1, 4);
+    arena_fill_small_max(free_twice_remotely(), sc_size2index(96), out, 1, 4);
 }
 
 /* The first word of a remotely freed object links its list: a use after
@@ -996,14 +1011,8 @@ Test(tcache, an_overwritten_remote_list_is_caught)
     pthread_t th = remote_owner_start(&o);
     free(o.small[0]);
     free(o.small[1]); /* the list: small[1], then small[0] */
-    char err[4096];
-    int st = tu_capture(overwrite_remote_link, &o, err, sizeof(err));
-    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "status %#x, stderr \"%s\"", st, err);
-    cr_assert_not_null(strstr(err, "remote free list was overwritten"), "\"%s\"", err);
-    pthread_barrier_wait(&o.release);
-    cr_assert_eq(pthread_join(th, NULL), 0);
-    for (int i = 2; i < REMOTE_N; i++)
-        free(o.small[i]);
+    expect_abort(overwrite_remote_link, &o, "remote free list was overwritten");
+    remote_owner_finish(&o, th, 2);
 }
 
 /* ---------------------------------------------------------------------
