@@ -320,47 +320,24 @@ void arena_dalloc_remote(extent_t *slab, unsigned binind, void *ptr)
                                           __ATOMIC_RELAXED));
 }
 
-/* Under the bin lock: every announced slab's remote list goes into its
- * bitmap. A slab's link is read before its list is detached: from then on
- * a new remote free may announce it again (rewriting the link). Each
- * object is checked like any free, which also stops a list made circular
- * by a double free (its second visit finds the region free). */
-static void bin_collect_remote_locked(bin_t *bin, unsigned binind)
-{
-    extent_t *slab = __atomic_exchange_n(&bin->remote_slabs, NULL, __ATOMIC_ACQUIRE);
-    size_t n = 0;
-    while (slab != NULL) {
-        extent_t *next = slab->remote_next;
-        void *p = __atomic_exchange_n(&slab->remote_head, NULL, __ATOMIC_ACQ_REL);
-        unsigned old_nfree = slab->nfree;
-        while (p != NULL) {
-            void *link = *(void **)p;
-            slab_free_checked(slab, binind, p);
-            n++;
-            p = link;
-        }
-        bin_slab_freed_locked(bin, binind, slab, old_nfree);
-        slab = next;
-    }
-    bin->stats.ndalloc += n;
-    bin->stats.curregs -= n;
-}
-
-/* Under the bin lock: what other threads freed, collected (as
- * bin_collect_remote_locked does), except that the first n objects go
- * straight to out, not through their slab's bitmap and back: they were
- * allocated regions and stay so, in a thread cache now. A fill of a
- * producer whose objects all come back by remote frees thus costs about a
- * load and a store per object, not a bitmap set, scan and clear (prodcons
- * 1+1 under callgrind: collection and fill 58 -> 38 instructions per
- * object, with what still goes through the bitmaps). Such an
- * object was checked to be a region of its slab when it was freed; here
- * only that it lies in the slab (the link that led to it is the first
- * word of a freed object, which a use after free may have overwritten).
- * A double free whose two frees fall into one collection makes the list
- * circular, runs past n and is caught in the bitmap; one whose first free
- * was collected into a thread cache is not caught, as for two frees into
- * one thread cache. Returns how many objects went to out. */
+/* Under the bin lock: what other threads freed. Every announced slab's
+ * remote list is detached; the first n objects go straight to out, the
+ * rest into their slab's bitmap. A slab's link is read before its list is
+ * detached: from then on a new remote free may announce it again
+ * (rewriting the link).
+ * The objects taken skip the bitmap (set, then scanned and cleared by a
+ * fill): they were allocated regions and stay so, in a thread cache now.
+ * A fill of a producer whose objects all come back by remote frees thus
+ * costs about a load and a store per object (prodcons 1+1 under
+ * callgrind: collection and fill 58 -> 38 instructions per object, with
+ * what still goes through the bitmaps). Such an object was checked to be a
+ * region of its slab when it was freed; here only that it lies in the
+ * slab (the link that led to it is the first word of a freed object, which
+ * a use after free may have overwritten). The others are checked like any
+ * free, which also stops a list made circular by a double free (its second
+ * visit finds the region free): a circle always runs past n. A double free
+ * whose first free was taken into a thread cache is not caught, as for two
+ * frees into one thread cache. Returns how many objects went to out. */
 static unsigned bin_take_remote_locked(bin_t *bin, unsigned binind, void **out, unsigned n)
 {
     extent_t *slab = __atomic_exchange_n(&bin->remote_slabs, NULL, __ATOMIC_ACQUIRE);
@@ -397,10 +374,17 @@ static unsigned bin_take_remote_locked(bin_t *bin, unsigned binind, void **out, 
         }
         slab = next;
     }
-    /* Freed and allocated again, as a fill from the bitmap would count. */
+    /* All were freed; the fill counts those taken as allocated again. */
     bin->stats.ndalloc += got + freed;
     bin->stats.curregs -= got + freed;
     return got;
+}
+
+/* Under the bin lock: every announced slab's remote list into its bitmap
+ * (a decay tick, a purge: nobody is filling). */
+static void bin_collect_remote_locked(bin_t *bin, unsigned binind)
+{
+    bin_take_remote_locked(bin, binind, NULL, 0);
 }
 
 void arena_dalloc_small_batch(unsigned binind, void **ptrs, extent_t **slabs, unsigned n)

@@ -142,6 +142,14 @@ rtree_elm_t ma_check_live(const void *p, rtree_elm_t elm, const char *func)
     return elm;
 }
 
+/* Whether elm is a slab of another arena than the thread's (a remote free:
+ * arena.h, bin_t). */
+MA_INLINE bool elm_remote_slab(const tsd_t *tsd, rtree_elm_t elm)
+{
+    return (elm & RTREE_SLAB) && tsd->arena != NULL &&
+           ((extent_t *)rtree_elm_extent(elm))->arena_ind != tsd->arena->ind;
+}
+
 static void dalloc_elm(tsd_t *tsd, void *p, rtree_elm_t elm, int flags)
 {
     unsigned ind = rtree_elm_szind(elm);
@@ -153,7 +161,7 @@ static void dalloc_elm(tsd_t *tsd, void *p, rtree_elm_t elm, int flags)
     }
     bool cached = tsd_nominal(tsd) && tcache_serves(tsd, ind) && !(flags & MA_FLAG_TCACHE_NONE);
     size_t usize = sc_index2size(ind);
-    bool remote = (elm & RTREE_SLAB) && tsd->arena != NULL && e->arena_ind != tsd->arena->ind;
+    bool remote = elm_remote_slab(tsd, elm);
     if (remote && (!cached || (usize & (MA_CACHELINE - 1)) != 0 || !cache_bin_popped(&tsd->bins[ind]))) {
         /* Another arena's object that shares cache lines with its
          * neighbours: it goes home, not into this cache, where it would be
@@ -209,8 +217,7 @@ MA_NOINLINE void ma_free_slow(void *p)
     tsd_t *tsd = tsd_get();
     extent_t *slab = rtree_elm_extent(elm);
     unsigned ind = rtree_elm_szind(elm);
-    if ((elm & (RTREE_SLAB | RTREE_SAMPLED)) == RTREE_SLAB && tsd->arena != NULL &&
-        slab->arena_ind != tsd->arena->ind && likely(slab_region_index(slab, ind, p) >= 0)) {
+    if (!(elm & RTREE_SAMPLED) && elm_remote_slab(tsd, elm) && likely(slab_region_index(slab, ind, p) >= 0)) {
         tsd->thread_deallocated += sc_index2size(ind);
         arena_dalloc_remote(slab, ind, p);
         return;
