@@ -552,6 +552,10 @@ typedef struct {
     bool distinct;
 } block_probe_t;
 
+/* A slot no bin uses here: the bins are packed from the block's start (and
+ * block[0] holds the free-list link while the block waits). */
+static size_t last_block_slot(void) { return tcache_block_bytes() / sizeof(void *) - 1; }
+
 static void *block_probe_thread(void *arg)
 {
     block_probe_t *r = arg;
@@ -559,7 +563,7 @@ static void *block_probe_thread(void *arg)
     free(malloc(1));
     tsd_t *t = tsd_fetch();
     r->block = t->stack_block;
-    r->first_slot = (uintptr_t)r->block[1];
+    r->first_slot = (uintptr_t)r->block[last_block_slot()];
     for (int i = 0; i < 40; i++) {
         r->ps[i] = malloc(320);
         memset(r->ps[i], i, 320);
@@ -572,8 +576,7 @@ static void *block_probe_thread(void *arg)
     for (int i = 0; i < 40; i++)
         free(r->ps[i]);
     cr_assert_geq(cache_bin_ncached(&t->bins[ind]), 40);
-    r->block[1] = (void *)(uintptr_t)0xdeadbeef; /* unused here: block[0] holds the
-                                                  * free-list link while it waits */
+    r->block[last_block_slot()] = (void *)(uintptr_t)0xdeadbeef;
     return NULL;
 }
 
@@ -1142,6 +1145,89 @@ Test(tcache, a_thrashing_bin_grows_and_a_freeing_thread_does_not)
     if (before > tcache_bin_cap_init(ind))
         cr_assert_eq(cache_bin_ncached_max(bin_of(ind)), MA_MAX(before / 2, tcache_bin_cap_init(ind)),
                      "an idle grown bin shrinks");
+}
+
+/* The bins sit packed in the thread's block, in class order: bin i's
+ * slots start where bin i-1's end (its empty end), and a fresh thread's
+ * bins take the sum of their first capacities, not of their largest (a
+ * producer of prodcons 8+8 touched one or two block pages per class). */
+static void **region_start(unsigned ind)
+{
+    return ind == 0 ? (void **)tsd->stack_block : cache_bin_empty_pos(bin_of(ind - 1));
+}
+
+static void assert_bins_packed(void)
+{
+    for (unsigned i = 0; i < tsd->tcache_nbins; i++) {
+        void **empty = cache_bin_empty_pos(bin_of(i));
+        void **full = empty - cache_bin_ncached_max(bin_of(i));
+        cr_assert_geq((uintptr_t)full, (uintptr_t)region_start(i), "class %zu overlaps the bin below",
+                      sc_index2size(i));
+        cr_assert_leq((uintptr_t)empty, (uintptr_t)((char *)tsd->stack_block + tcache_block_bytes()),
+                      "class %zu ends past the block", sc_index2size(i));
+    }
+}
+
+static void *packed_bins_thread(void *arg)
+{
+    (void)arg;
+    free(malloc(1));
+    tsd = tsd_fetch();
+    size_t first = 0;
+    for (unsigned i = 0; i < tsd->tcache_nbins; i++) {
+        first += tcache_bin_cap_init(i);
+        cr_assert_eq(cache_bin_empty_pos(bin_of(i)) - region_start(i), (ptrdiff_t)tcache_bin_cap_init(i),
+                     "class %zu: region of %td slots, first capacity %u", sc_index2size(i),
+                     cache_bin_empty_pos(bin_of(i)) - region_start(i), tcache_bin_cap_init(i));
+    }
+    void **end = cache_bin_empty_pos(bin_of(tsd->tcache_nbins - 1));
+    cr_assert_eq((size_t)(end - (void **)tsd->stack_block), first);
+    assert_bins_packed();
+    return NULL;
+}
+
+Test(tcache, a_new_threads_bins_are_packed_at_their_first_capacities)
+{
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, packed_bins_thread, NULL), 0);
+    cr_assert_eq(pthread_join(th, NULL), 0);
+}
+
+/* A bin that grows past its region moves the bins above it, with what they
+ * hold, in the same order: those caches hand out the same objects. */
+Test(tcache, a_bin_that_outgrows_its_region_moves_the_bins_above_with_their_objects)
+{
+    enum { NCLASS = 5, PER = 10 };
+    static void *held[NCLASS + 1][TCACHE_NSLOTS_INIT_MAX];
+    static unsigned nheld[NCLASS + 1];
+    const unsigned grow = sc_size2index(16);
+    tcache_flush(tsd);
+    for (unsigned c = grow + 1; c <= grow + NCLASS; c++) {
+        void *ps[PER];
+        for (unsigned i = 0; i < PER; i++)
+            ps[i] = malloc(sc_index2size(c));
+        for (unsigned i = 0; i < PER; i++)
+            free(ps[i]);
+        nheld[c - grow] = ncached(c);
+        cr_assert_gt(nheld[c - grow], 0);
+        memcpy(held[c - grow], bin_of(c)->head, nheld[c - grow] * sizeof(void *));
+    }
+    unsigned cap0 = cache_bin_ncached_max(bin_of(grow));
+    enum { N = 1000 };
+    static void *ps[N];
+    for (int round = 0; round < 4; round++) {
+        for (unsigned i = 0; i < N; i++)
+            ps[i] = malloc(16);
+        for (unsigned i = 0; i < N; i++)
+            free(ps[i]);
+    }
+    cr_assert_gt(cache_bin_ncached_max(bin_of(grow)), cap0, "the 16 B bin did not grow");
+    assert_bins_packed();
+    for (unsigned c = grow + 1; c <= grow + NCLASS; c++) {
+        cr_assert_eq(ncached(c), nheld[c - grow], "class %zu lost objects", sc_index2size(c));
+        for (unsigned i = 0; i < nheld[c - grow]; i++)
+            cr_assert_eq(malloc(sc_index2size(c)), held[c - grow][i], "class %zu, object %u", sc_index2size(c), i);
+    }
 }
 
 /* Bins grow only within the thread's budget: thrash enough classes (the

@@ -98,6 +98,41 @@ static void bin_set_cap(cache_bin_t *b, unsigned cap)
     b->full = cache_bin_bits(cache_bin_empty_pos(b) - cap);
 }
 
+/*
+ * Layout of a thread's block: the bins in class order, each in a region as
+ * large as the largest capacity it has had, so bin i's slots run from bin
+ * i-1's empty end to its own. A bin uses the top of its region (the empty
+ * end) first, so when each bin was given its largest capacity's region, a
+ * producer of prodcons 8+8 (12 classes) touched 13-19 of the block's 37
+ * pages: one or two per class. Packed, what the bins use is contiguous.
+ * A bin that grows past its region moves the bins above it up (rare: a bin
+ * grows only by doubling, and a shrunk bin keeps its region).
+ */
+static void **bin_region_start(tsd_t *tsd, unsigned ind)
+{
+    return ind == 0 ? (void **)tsd->stack_block : cache_bin_empty_pos(&tsd->bins[ind - 1]);
+}
+
+static void bin_reserve(tsd_t *tsd, unsigned ind, unsigned cap)
+{
+    cache_bin_t *b = &tsd->bins[ind];
+    size_t have = (size_t)(cache_bin_empty_pos(b) - bin_region_start(tsd, ind));
+    if (cap <= have)
+        return;
+    /* The block ends past the sum of the largest capacities: there is room
+     * above the last bin. Move the cached items only, top bin first. */
+    size_t d = cap - have;
+    uint16_t dbits = (uint16_t)(d * sizeof(void *));
+    for (unsigned j = tsd->tcache_nbins; j-- > ind;) {
+        cache_bin_t *c = &tsd->bins[j];
+        memmove(c->head + d, c->head, cache_bin_ncached(c) * sizeof(void *));
+        c->head += d;
+        c->low_water += dbits;
+        c->full += dbits;
+        c->empty += dbits;
+    }
+}
+
 static void bins_enable(tsd_t *tsd)
 {
     void **pos = tsd->stack_block;
@@ -108,7 +143,7 @@ static void bins_enable(tsd_t *tsd)
             bin_disable(b);
             continue;
         }
-        pos += bin_nslots[i];
+        pos += bin_cap_init[i];
         b->head = pos;
         b->low_water = b->empty = cache_bin_bits(pos);
         bin_set_cap(b, bin_cap_init[i]);
@@ -200,7 +235,6 @@ void *tcache_alloc_hard(tsd_t *tsd, unsigned ind)
     }
     tsd->ran_empty[ind] = 1;
     bin_merge_requests(tsd, ind);
-    void **empty = cache_bin_empty_pos(b);
     if (ind >= SC_NBINS) {
         /* Large classes are not batch-filled: a miss allocates one (which
          * the arena counts as a request itself). */
@@ -217,10 +251,12 @@ void *tcache_alloc_hard(tsd_t *tsd, unsigned ind)
         if (grown > cap) {
             tsd->cap_bytes += (grown - cap) * usize;
             cap = grown;
+            bin_reserve(tsd, ind, cap);
             bin_set_cap(b, cap);
         }
         tsd->flushed[ind] = 0;
     }
+    void **empty = cache_bin_empty_pos(b); /* bin_reserve may have moved it */
     unsigned nfill = cap >> tsd->lg_fill_div[ind];
     if (nfill == 0)
         nfill = 1;
