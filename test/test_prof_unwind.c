@@ -745,7 +745,7 @@ NOINLINE void sig_probe(void)
 {
     uw_take(sig_diff);
     /* The profiler's stack from here: prof_bt:gcc hands it to libgcc. */
-    sig_nprof = prof_backtrace(sig_prof, PROF_BT_MAX_LIMIT, __builtin_return_address(0));
+    sig_nprof = prof_backtrace(sig_prof, PROF_BT_MAX_LIMIT, &(prof_bt_start_t){__builtin_return_address(0), 0, 0});
     BARRIER(sig_prof);
 }
 
@@ -943,6 +943,11 @@ Test(prof_unwind, samples_record_the_same_stacks_as_with_libgcc, .timeout = 120)
     prof_unwind_stats_t s0 = stats_now();
     engines_compare(77, 150);
     cr_assert_eq(stats_now().giveups, s0.giveups, "prof_unwind gave up on an ordinary stack");
+    /* malloc reaches its slow path by a tail call: every prof_bt:gcc sample
+     * above started its walk at the program's frame (and recorded the same
+     * stack as libgcc's walk through the allocator's frames). */
+    cr_assert_geq(stats_now().from_frame - s0.from_frame, 150, "%llu of 150 walks started at the program's frame",
+                  (unsigned long long)(stats_now().from_frame - s0.from_frame));
     /* Again while two other threads sample all the time. */
     pthread_t busy[2];
     busy_stop = 0;

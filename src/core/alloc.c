@@ -55,14 +55,14 @@ static void *alloc_usize(tsd_t *tsd, size_t usize, size_t align, int flags)
 /* A sampled allocation: the stack capture may allocate (the unwinder), so
  * the thread is re-entrant meanwhile: nested allocations take no events.
  * Inline: each frame here is one more for the unwinder to walk through. */
-MA_INLINE void *alloc_sampled(tsd_t *tsd, size_t usize, size_t align, int flags, void *caller)
+MA_INLINE void *alloc_sampled(tsd_t *tsd, size_t usize, size_t align, int flags, const prof_bt_start_t *from)
 {
     bool explicit_arena;
     arena_t *arena = flags_arena(tsd, flags, &explicit_arena);
     if (unlikely(arena == NULL))
         return NULL;
     tsd_reentrancy_enter(tsd);
-    void *p = prof_alloc_sampled(arena, usize, align, flags & MA_FLAG_ZERO, caller);
+    void *p = prof_alloc_sampled(arena, usize, align, flags & MA_FLAG_ZERO, from);
     tsd_reentrancy_leave(tsd);
     return p;
 }
@@ -94,9 +94,20 @@ MA_NOINLINE void *ma_alloc_slow(size_t size, size_t align, int flags, void *call
     } else if (tsd->thread_allocated + usize >= tsd->next_event) {
         /* Events first: a sample is decided before the object is placed. */
         bool sample = te_alloc_event(tsd, usize);
-        if (unlikely(sample) && tsd->prof_thread_active)
-            p = alloc_sampled(tsd, usize, align, flags, caller);
-        else
+        if (unlikely(sample) && tsd->prof_thread_active) {
+            /* Reached by a tail call (malloc's jmp: the return address
+             * here is the program's), this frame sits right on the
+             * program's: rbp as saved here (callee-saved registers are
+             * the program's again at a tail call) and rsp above the
+             * return address are those of the program's call. */
+            const uintptr_t *fp = __builtin_frame_address(0);
+            prof_bt_start_t from = {caller, 0, 0};
+            if ((void *)fp[1] == caller && (uintptr_t)__builtin_dwarf_cfa() == (uintptr_t)(fp + 2)) {
+                from.sp = (uintptr_t)(fp + 2);
+                from.bp = fp[0];
+            }
+            p = alloc_sampled(tsd, usize, align, flags, &from);
+        } else
             p = alloc_usize(tsd, usize, align, flags);
         if (likely(p != NULL))
             tsd->thread_allocated += usize;
@@ -277,7 +288,8 @@ void *ma_ralloc(void *p, size_t size, size_t align, int flags, bool round_growth
             goto out;
         }
     }
-    q = sample ? alloc_sampled(tsd, usize, align, flags, caller) : alloc_usize(tsd, usize, align, flags);
+    prof_bt_start_t from = {caller, 0, 0};
+    q = sample ? alloc_sampled(tsd, usize, align, flags, &from) : alloc_usize(tsd, usize, align, flags);
     if (q != NULL) {
         tsd->thread_allocated += usize;
         memcpy(q, p, MA_MIN(old_usize, usize));

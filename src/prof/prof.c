@@ -182,10 +182,10 @@ void prof_reset(unsigned lg_sample)
     ma_mutex_unlock(&active_lock);
 }
 
-void *prof_alloc_sampled(arena_t *arena, size_t usize, size_t align, bool zero, void *caller)
+void *prof_alloc_sampled(arena_t *arena, size_t usize, size_t align, bool zero, const prof_bt_start_t *from)
 {
     void *frames[PROF_BT_MAX_LIMIT];
-    unsigned depth = prof_backtrace(frames, opt_prof_bt_max, caller);
+    unsigned depth = prof_backtrace(frames, opt_prof_bt_max, from);
     unsigned szind = sc_size2index(usize);
     extent_t *e;
     void *p;

@@ -12,7 +12,8 @@
  * return address into the program ("caller") down its slow path, and the
  * kept stack starts at the first frame equal to it. Should the unwinder not
  * report that frame, frames inside the allocator's own text are skipped
- * instead.
+ * instead. With prof_bt:gcc, a slow path that knows the program's frame
+ * (prof_bt_start_t) has the walk start there: no own frame is walked at all.
  */
 #include <dlfcn.h>
 #include <execinfo.h>
@@ -158,14 +159,22 @@ void prof_bt_postfork_child(void)
     bt_forking = 0;
 }
 
-unsigned prof_backtrace(void **frames, unsigned max, void *caller)
+unsigned prof_backtrace(void **frames, unsigned max, const prof_bt_start_t *from)
 {
     void *buf[PROF_BT_MAX_LIMIT + PROF_BT_SKIP_MAX];
+    void *caller = from->ip;
     if (max > PROF_BT_MAX_LIMIT)
         max = PROF_BT_MAX_LIMIT;
     int cap = (int)max + PROF_BT_SKIP_MAX;
     unsigned kind = opt_prof_bt;
     bt_enter();
+    if (kind == PROF_BT_GCC && from->sp != 0) {
+        int n = prof_unwind_backtrace_from(frames, (int)max, (uintptr_t)caller, from->sp, from->bp);
+        if (n >= 0) {
+            bt_leave();
+            return (unsigned)n;
+        }
+    }
     int n = kind == PROF_BT_FP ? bt_fp(buf, cap) : kind == PROF_BT_LIBGCC ? bt_libgcc(buf, cap) : bt_gcc(buf, cap);
     bt_leave();
     int start = -1;

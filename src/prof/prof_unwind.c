@@ -40,13 +40,14 @@
 
 #include "../common/common.h"
 
-static uint64_t pu_nderived, pu_ngiveup, pu_nscans;
+static uint64_t pu_nderived, pu_ngiveup, pu_nscans, pu_nfrom;
 
 void prof_unwind_stats_get(prof_unwind_stats_t *out)
 {
     out->derived = ma_load_relaxed(&pu_nderived);
     out->giveups = ma_load_relaxed(&pu_ngiveup);
     out->scans = ma_load_relaxed(&pu_nscans);
+    out->from_frame = ma_load_relaxed(&pu_nfrom);
 }
 
 #if defined(__x86_64__) && defined(__linux__)
@@ -889,6 +890,14 @@ MA_NOINLINE int prof_unwind_backtrace(void **buf, int cap)
     return pu_walk(buf, cap, ip, sp, fp[0]);
 }
 
+int prof_unwind_backtrace_from(void **buf, int cap, uintptr_t ip, uintptr_t sp, uintptr_t bp)
+{
+    if ((sp & 7) != 0)
+        return pu_giveup();
+    ma_fetch_add(&pu_nfrom, 1);
+    return pu_walk(buf, cap, ip, sp, bp);
+}
+
 void prof_unwind_rule_of(uintptr_t addr, bool exact, prof_unwind_rule_t *out)
 {
     uint64_t r = pu_derive(exact ? addr : addr - 1);
@@ -909,6 +918,17 @@ int prof_unwind_backtrace(void **buf, int cap)
 }
 
 void prof_unwind_postfork_child(void) {}
+
+int prof_unwind_backtrace_from(void **buf, int cap, uintptr_t ip, uintptr_t sp, uintptr_t bp)
+{
+    (void)buf;
+    (void)cap;
+    (void)ip;
+    (void)sp;
+    (void)bp;
+    ma_fetch_add(&pu_ngiveup, 1);
+    return -1;
+}
 
 void prof_unwind_rule_of(uintptr_t addr, bool exact, prof_unwind_rule_t *out)
 {

@@ -36,6 +36,12 @@ int prof_unwind_backtrace(void **buf, int cap);
  * library's own frames. */
 void prof_unwind_boot(void);
 
+/* The same from a frame of the caller's caller (or further up): ip its
+ * return address, sp and bp rsp and rbp as they were at that call (exact
+ * at any call, as for the caller's own frame). buf[0] is ip. -1: given up,
+ * as above. */
+int prof_unwind_backtrace_from(void **buf, int cap, uintptr_t ip, uintptr_t sp, uintptr_t bp);
+
 /* In the child after fork: entries another thread was writing at the
  * fork are emptied (their writer does not exist here). */
 void prof_unwind_postfork_child(void);
@@ -45,6 +51,7 @@ typedef struct prof_unwind_stats {
     uint64_t derived;    /* rules derived from the unwind tables (misses) */
     uint64_t giveups;    /* stacks handed to libgcc */
     uint64_t scans;      /* stack-bound look-ups (/proc/self/maps) */
+    uint64_t from_frame; /* walks started at a given frame (..._from) */
 } prof_unwind_stats_t;
 void prof_unwind_stats_get(prof_unwind_stats_t *out);
 
