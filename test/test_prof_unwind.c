@@ -928,6 +928,46 @@ static void *busy_sampler(void *arg)
     return NULL;
 }
 
+/* A sample taken in a signal handler: the walk from the program's frame
+ * meets the signal frame and gives up, once; libgcc then walks the whole
+ * stack, through the signal frame, and the record starts at the program's
+ * call. */
+static void *sig_obj;
+
+static void alloc_sig_handler(int sig)
+{
+    (void)sig;
+    alloc_leaf(&sig_obj);
+    __asm__ volatile("" : : : "memory"); /* not a tail call */
+}
+
+Test(prof_unwind, a_sample_in_a_signal_handler_is_given_up_once_and_left_to_libgcc)
+{
+    opt_prof_bt = PROF_BT_GCC;
+    size_t lg = 0;
+    cr_assert_eq(mallctl("prof.reset", NULL, NULL, &lg, sizeof(lg)), 0); /* every allocation sampled */
+    bool on = true;
+    cr_assert_eq(mallctl("prof.active", NULL, NULL, &on, sizeof(on)), 0);
+    struct sigaction sa = {0};
+    sa.sa_handler = alloc_sig_handler;
+    cr_assert_eq(sigaction(SIGUSR1, &sa, NULL), 0);
+    prof_unwind_stats_t s0 = stats_now();
+    raise_usr1(NULL);
+    prof_unwind_stats_t s1 = stats_now();
+    cr_assert_eq(s1.from_frame - s0.from_frame, 1, "the walk did not start at the program's frame");
+    cr_assert_eq(s1.giveups - s0.giveups, 1, "%llu give-ups for one stack",
+                 (unsigned long long)(s1.giveups - s0.giveups));
+    prof_rec_t *r = rec_of(sig_obj);
+    cr_assert_not_null(r, "not sampled");
+    const prof_stack_t *st = r->stack;
+    cr_assert_str_eq(sym_of(st->frames[0]), "alloc_leaf");
+    bool through = false;
+    for (unsigned k = 0; k < st->depth; k++)
+        through |= strcmp(sym_of(st->frames[k]), "raise_usr1") == 0;
+    cr_assert(through, "the recorded stack does not go through the signal frame");
+    free(sig_obj);
+}
+
 Test(prof_unwind, samples_record_the_same_stacks_as_with_libgcc, .timeout = 120)
 {
     libs_open();

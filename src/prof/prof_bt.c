@@ -174,6 +174,7 @@ unsigned prof_backtrace(void **frames, unsigned max, const prof_bt_start_t *from
             bt_leave();
             return (unsigned)n;
         }
+        kind = PROF_BT_LIBGCC; /* it gave up on one of the program's frames: libgcc walks the stack */
     }
     int n = kind == PROF_BT_FP ? bt_fp(buf, cap) : kind == PROF_BT_LIBGCC ? bt_libgcc(buf, cap) : bt_gcc(buf, cap);
     bt_leave();
