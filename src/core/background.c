@@ -34,10 +34,12 @@ void ma_decay_hook(uint64_t bytes)
     (void)bytes;
     static unsigned cursor;
     uint64_t now = decay_now_ns();
-    tsd_t *tsd = tsd_get();
-    decay_one(tsd->arena, now);
+    arena_t *own = tsd_get()->arena;
+    decay_one(own, now);
     unsigned i = ma_fetch_add(&cursor, 1) % ARENAS_MAX;
-    decay_one(ma_load_acquire(&arenas[i % MA_MAX(arena_narenas, 1)]), now);
+    arena_t *other = ma_load_acquire(&arenas[i % MA_MAX(arena_narenas, 1)]);
+    if (other != own) /* with one arena, or the cursor on ours: done above */
+        decay_one(other, now);
     prof_decay(now, DECAY_TICK_MAX_PAGES);
 }
 

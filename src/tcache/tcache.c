@@ -225,14 +225,6 @@ void *tcache_alloc_hard(tsd_t *tsd, unsigned ind)
 {
     cache_bin_t *b = &tsd->bins[ind];
     void *p;
-    if (cache_bin_ncached(b) > 0) {
-        /* Only the low-water mark was hit: move it with the head. */
-        b->nrequests++;
-        p = *b->head;
-        b->head++;
-        b->low_water = cache_bin_bits(b->head);
-        return p;
-    }
     tsd->ran_empty[ind] = 1;
     bin_merge_requests(tsd, ind);
     if (ind >= SC_NBINS) {

@@ -62,8 +62,8 @@ void tcache_destroy(tsd_t *tsd);
 /* The size of one thread's cache block (metadata; recycled at thread exit). */
 size_t tcache_block_bytes(void);
 
-/* Pop from bin ind after a fast-path miss (moving the low-water mark or
- * refilling from the arena). NULL when out of memory. */
+/* Refill bin ind, empty (a pop failed), from the arena and pop. NULL when
+ * out of memory. */
 void *tcache_alloc_hard(tsd_t *tsd, unsigned ind);
 /* Push p into bin ind after a fast-path miss (flushing the oldest quarter when full). */
 void tcache_dalloc_hard(tsd_t *tsd, unsigned ind, void *p);
