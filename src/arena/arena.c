@@ -649,12 +649,20 @@ static void slab_purge_locked(extent_t *s, unsigned binind, slab_purge_pass_t *t
     }
 }
 
+/* Whether a visit that is not an inspection can stop: nothing it walks
+ * further could be purged by this pass. */
+static bool slab_purge_pass_done(const slab_purge_pass_t *t)
+{
+    return !t->counting && (t->pages >= t->max_pages || t->nranges >= t->max_ranges);
+}
+
 static void bin_purge_slabs_locked(bin_t *bin, unsigned binind, slab_purge_pass_t *t)
 {
     if (bin->slabcur != NULL)
         slab_purge_locked(bin->slabcur, binind, t);
-    for (unsigned k = 0; k < BIN_NBUCKETS; k++)
-        for (extent_t *s = extent_heap_first(&bin->nonfull[k]); s != NULL; s = extent_heap_walk_next(s))
+    for (unsigned k = 0; k < BIN_NBUCKETS && !slab_purge_pass_done(t); k++)
+        for (extent_t *s = extent_heap_first(&bin->nonfull[k]); s != NULL && !slab_purge_pass_done(t);
+             s = extent_heap_walk_next(s))
             slab_purge_locked(s, binind, t);
     slab_purge_flush_locked(t);
 }
