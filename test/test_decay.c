@@ -1931,6 +1931,31 @@ Test(decay_curve, pool_purges_gradually_and_boundedly)
     cr_assert_geq(pool.retained.npages, retained_before + total2);
 }
 
+/* A set empty now and at its last close has no decay work: ticks leave its
+ * epochs alone. Pages freed after a long empty spell then decay from when
+ * they came, as in pool_purges_gradually_and_boundedly: nothing in their
+ * first epoch, about half by the middle of the period. */
+Test(decay_curve, an_empty_set_skips_its_epochs_and_then_decays_as_usual)
+{
+    extent_pool_init(&pool, POOL_IND, false);
+    extent_set_decay(&pool, 1000, 0);
+    uint64_t t0 = pool.decay_dirty.epoch_start_ns, iv = pool.decay_dirty.interval_ns;
+    cr_assert_eq(extent_decay(&pool, t0 + 50 * iv + iv / 2, SIZE_MAX), 0);
+    cr_assert_eq(pool.decay_dirty.epoch_start_ns, t0, "an empty set's epochs advanced");
+    enum { N = 400 };
+    static extent_t *keep[N];
+    bool z;
+    size_t ballast_size = 2 * N * SC_LARGE_MINCLASS; /* under the dirty cap, as there */
+    cr_assert_not_null(extent_alloc(&pool, ballast_size, PAGE, sc_size2index(ballast_size), false, &z));
+    pool_fill_dirty(N, keep);
+    size_t total = pool.dirty.npages;
+    uint64_t t1 = t0 + 100 * iv;
+    cr_assert_eq(extent_decay(&pool, t1 + iv / 2, SIZE_MAX), 0, "fresh pages purged");
+    cr_assert_eq(pool.decay_dirty.epoch_start_ns, t1, "the epochs did not catch up");
+    size_t p = extent_decay(&pool, t1 + (DECAY_NEPOCHS / 2) * iv + iv / 2, SIZE_MAX);
+    cr_assert(p > total * 40 / 100 && p < total * 60 / 100, "half-way: %zu of %zu pages purged", p, total);
+}
+
 /* The dirty cap: whatever the decay time, a pool keeps at most max(2 x active
  * pages, 16 MiB) dirty; going over it purges (oldest first) down to half
  * of it, at the free. Under the cap nothing is purged; with -1 never. */

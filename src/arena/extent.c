@@ -722,13 +722,20 @@ size_t extent_purge_all(extent_pool_t *pool)
 }
 
 /* Whether a set has decay work now: an epoch ended, or decay 0 with pages
- * (read without the lock: a stale answer only delays the work a tick). */
+ * (read without the lock: a stale answer only delays the work a tick).
+ * A set empty now and at its last close has none: the epochs it skips are
+ * aged in one step by the next advance, which then finds the same backlog
+ * (zeros for the skipped epochs, what came since as the newest) as epoch
+ * by epoch would have. A pool never used (the profiler's sampled pool) or
+ * a set kept empty takes no lock and no backlog pass per tick. */
 static bool set_decay_due(const decay_t *d, const eset_t *s, uint64_t now_ns)
 {
     ssize_t ms = ma_load_relaxed(&d->ms);
+    size_t npages = ma_load_relaxed(&s->npages);
     if (ms == 0)
-        return ma_load_relaxed(&s->npages) > 0;
-    return ms > 0 && now_ns >= ma_load_relaxed(&d->epoch_start_ns) + d->interval_ns;
+        return npages > 0;
+    return ms > 0 && (npages > 0 || ma_load_relaxed(&d->npages_last) > 0) &&
+           now_ns >= ma_load_relaxed(&d->epoch_start_ns) + d->interval_ns;
 }
 
 size_t extent_decay(extent_pool_t *pool, uint64_t now_ns, size_t max_pages)

@@ -267,8 +267,7 @@ void prof_decay(uint64_t now_ns, size_t max_pages)
         if (!used)
             run_cache_drain();
     }
-    if (ma_load_relaxed(&sampled_pool.stats.mapped) != 0) /* else never used: nothing to decay */
-        extent_decay(&sampled_pool, now_ns, max_pages);
+    extent_decay(&sampled_pool, now_ns, max_pages);
 }
 
 void prof_region_stats(prof_region_t *out)
