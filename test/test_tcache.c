@@ -244,6 +244,61 @@ Test(tcache, an_empty_bin_is_filled_by_ncached_max_shifted_by_lg_fill_div)
     }
 }
 
+/* A new thread fills an eighth of a bin's starting capacity at first; a
+ * bin that runs dry between GC steps fills more (up to half) after the
+ * next step. Stats are per arena: the thread runs alone in its arena's bin
+ * (the main thread does not use this class). */
+typedef struct {
+    unsigned ind;
+    uint64_t first, after_dry;
+} first_fill_t;
+
+static void *first_fill_thread(void *arg)
+{
+    first_fill_t *f = arg;
+    tsd_t *t = tsd_fetch();
+    t->te.next[TE_GC] = TE_NEVER;
+    tsd_update_next_event(t);
+    const size_t S = sc_index2size(f->ind);
+    bin_stats_t *st = &tsd_arena(t)->bins[f->ind].stats;
+    uint64_t nm0 = st->nmalloc;
+    void *p = malloc(S);
+    f->first = st->nmalloc - nm0;
+    /* Pop the rest and one more: the bin ran dry and filled again. A GC
+     * step that sees it ran dry makes the next fill twice as large. */
+    cache_bin_t *b = &t->bins[f->ind];
+    void *q[256];
+    unsigned n = 0;
+    while (cache_bin_ncached(b) > 0 && n < 250)
+        q[n++] = malloc(S);
+    q[n++] = malloc(S);
+    t->gc_cursor = f->ind;
+    tcache_gc_step(t);
+    while (cache_bin_ncached(b) > 0 && n < 250)
+        q[n++] = malloc(S);
+    nm0 = st->nmalloc;
+    q[n++] = malloc(S);
+    f->after_dry = st->nmalloc - nm0;
+    for (unsigned i = 0; i < n; i++)
+        free(q[i]);
+    free(p);
+    return NULL;
+}
+
+Test(tcache, a_new_thread_fills_an_eighth_of_a_bin_and_more_once_it_runs_dry)
+{
+    first_fill_t f = {.ind = sc_size2index(160)};
+    const unsigned cap = tcache_bin_cap_init(f.ind);
+    cr_assert_geq(tcache_bin_lg_fill_max(f.ind), TCACHE_LG_FILL_DIV_INIT);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, first_fill_thread, &f), 0);
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    cr_assert_eq(f.first, cap >> TCACHE_LG_FILL_DIV_INIT, "first fill %" PRIu64 ", want %u >> %u", f.first, cap,
+                 TCACHE_LG_FILL_DIV_INIT);
+    cr_assert_eq(f.after_dry, cap >> (TCACHE_LG_FILL_DIV_INIT - 1), "fill after running dry %" PRIu64 ", want %u",
+                 f.after_dry, cap >> (TCACHE_LG_FILL_DIV_INIT - 1));
+}
+
 Test(tcache, a_free_into_a_full_bin_flushes_the_oldest_quarter)
 {
     const size_t S = 96;

@@ -352,17 +352,3 @@ void ma_bw_printf(ma_bufwriter_t *bw, const char *fmt, ...)
     va_end(ap);
     ma_bw_write(bw, tmp, MA_MIN(n, sizeof(tmp) - 1));
 }
-
-extern char **environ;
-
-const char *ma_getenv(const char *name)
-{
-    size_t n = strlen(name);
-    if (environ == NULL)
-        return NULL;
-    for (char **e = environ; *e != NULL; e++) {
-        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
-            return *e + n + 1;
-    }
-    return NULL;
-}

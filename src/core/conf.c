@@ -218,6 +218,21 @@ unsigned conf_parse(const char *source, const char *s, bool report)
     return bad;
 }
 
+/* getenv without libc's locking (it may run inside the first malloc). */
+extern char **environ;
+
+const char *ma_getenv(const char *name)
+{
+    size_t n = strlen(name);
+    if (environ == NULL)
+        return NULL;
+    for (char **e = environ; *e != NULL; e++) {
+        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+            return *e + n + 1;
+    }
+    return NULL;
+}
+
 void conf_init(void)
 {
     unsigned bad = conf_parse("malloc_conf", malloc_conf, true);

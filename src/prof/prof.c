@@ -141,7 +141,6 @@ void prof_dump_postfork_child(void);
 
 bool prof_boot(void)
 {
-    prof_table_boot();
     extent_pool_init(&sampled_pool, ARENAS_MAX, true);
     prof_lg_sample = opt_lg_prof_sample;
     prof_gdump_on = opt_prof && opt_prof_gdump;

@@ -16,14 +16,8 @@
  * cache misses. A record's bucket is in its stack's stripe. */
 static prof_stack_t *buckets[PROF_NBUCKETS];
 static prof_rec_t *rec_buckets[PROF_NBUCKETS];
-static ma_mutex_t stripes[PROF_NSTRIPES];
+static ma_mutex_t stripes[PROF_NSTRIPES]; /* zero: unlocked */
 static base_cache_t rec_records = BASE_CACHE_INIT(prof_rec_t);
-
-void prof_table_boot(void)
-{
-    for (unsigned i = 0; i < PROF_NSTRIPES; i++)
-        ma_mutex_init(&stripes[i]);
-}
 
 static ma_mutex_t *stripe_of(uint64_t hash)
 {

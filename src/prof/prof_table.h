@@ -74,8 +74,6 @@ MA_INLINE uint64_t prof_rec_peak_live(const prof_rec_t *r, uint64_t epoch)
 /* Start the peak over at the current state (prof.reset). */
 void prof_peak_restart(void);
 
-void prof_table_boot(void);
-
 /* The unbiasing weight of class szind at R = 2^lg (from the table for that
  * R; prof_weights_prepare builds it ahead of use). */
 double prof_weight(unsigned szind, unsigned lg_sample);

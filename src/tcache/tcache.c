@@ -22,7 +22,7 @@ static void *disabled_slot;         /* what a disabled bin points at */
 
 unsigned tcache_bin_cap_init(unsigned ind) { return bin_cap_init[ind]; }
 unsigned tcache_bin_cap_max(unsigned ind) { return bin_nslots[ind]; }
-unsigned tcache_bin_lg_fill_init(unsigned ind) { (void)ind; return 1; }
+unsigned tcache_bin_lg_fill_init(unsigned ind) { return MA_MIN(TCACHE_LG_FILL_DIV_INIT, bin_lg_fill_max[ind]); }
 unsigned tcache_bin_lg_fill_max(unsigned ind) { return bin_lg_fill_max[ind]; }
 
 bool tcache_boot(void)
@@ -149,7 +149,7 @@ static void bins_enable(tsd_t *tsd)
         bin_set_cap(b, bin_cap_init[i]);
         b->usize = sc_index2size(i) <= UINT16_MAX ? (uint16_t)sc_index2size(i) : 0;
         b->nrequests = 0;
-        tsd->lg_fill_div[i] = 1;
+        tsd->lg_fill_div[i] = (uint8_t)MA_MIN(TCACHE_LG_FILL_DIV_INIT, bin_lg_fill_max[i]);
         tsd->ran_empty[i] = 0;
         tsd->flushed[i] = 0;
     }
