@@ -19,9 +19,7 @@ static void arena_init(arena_t *a, unsigned ind)
     rtree_fastmap_init(&a->fastmap);
     extent_pool_init(&a->pool, ind, false);
     a->pool.fastmap = &a->fastmap;
-    extent_pool_share(&a->pool);
-    for (unsigned i = 0; i < SC_NBINS; i++)
-        ma_mutex_init(&a->bins[i].lock);
+    extent_pool_share(&a->pool); /* bins' locks are zero: unlocked */
 }
 
 bool arena_boot(unsigned narenas)

@@ -93,14 +93,17 @@ typedef struct arena {
     unsigned ind;
     uint32_t nthreads;           /* threads bound to it (atomic) */
     rtree_fastmap_t fastmap;     /* its slabs' pages (free's fast path) */
-    extent_pool_t pool;
-    bin_t bins[SC_NBINS];
-    large_stats_t large[SC_NSIZES - SC_NBINS]; /* atomics */
     size_t large_allocated;      /* bytes in active large extents (atomic) */
     uint64_t bins_scanned_ns;    /* when arena_decay last looked at the bins */
     uint64_t slabs_scanned_ns;   /* when it last looked for free pages in slabs */
     unsigned slabs_round_bin;    /* the next bin that look visits (atomic; >= SC_NBINS: done) */
     uint64_t slabs_redo[(SC_NBINS + 63) / 64]; /* bins a visit left pages to purge in (atomic bits) */
+    /* The arrays last, each touched only where used (see extent_pool_t):
+     * a program that uses a few classes keeps the rest of its 25 KiB
+     * untouched. */
+    extent_pool_t pool;
+    bin_t bins[SC_NBINS];
+    large_stats_t large[SC_NSIZES - SC_NBINS]; /* atomics */
 } arena_t;
 
 #define ARENA_BIN_SCAN_NS 10000000ull /* 10 ms */

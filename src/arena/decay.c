@@ -33,7 +33,7 @@ void decay_init(decay_t *d, ssize_t ms, uint64_t now_ns)
 {
     if (!ma_load_acquire(&h_ready))
         h_init(); /* idempotent: racing initialisers write the same table */
-    memset(d, 0, sizeof(*d));
+    ma_memzero_sparse(d, sizeof(*d)); /* a new pool's backlog stays untouched */
     d->ms = ms;
     d->interval_ns = ms > 0 ? (uint64_t)ms * 1000000ull / DECAY_NEPOCHS : 0;
     if (ms > 0 && d->interval_ns == 0)

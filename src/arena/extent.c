@@ -118,8 +118,7 @@ void extent_heap_remove(extent_heap_t *h, extent_t *e)
 
 static void eset_init(eset_t *s, enum extent_state state)
 {
-    memset(s, 0, sizeof(*s));
-    s->state = state;
+    s->state = state; /* the rest was cleared with the pool */
 }
 
 static void eset_insert(eset_t *s, extent_t *e)
@@ -220,12 +219,13 @@ static bool rtree_prepare(uintptr_t addr, size_t size)
  * using it through arena_ind (extent_t keeps no pointer to it). */
 static extent_pool_t *pools_by_ind[EXTENT_POOL_IND_MAX + 1];
 
+_Static_assert(sizeof(extent_pool_t) % 8 == 0 && sizeof(decay_t) % 8 == 0, "cleared by whole words");
+
 void extent_pool_init(extent_pool_t *pool, unsigned ind, bool nohuge)
 {
     if (ind > EXTENT_POOL_IND_MAX)
         ma_fatal("extent pool index %u out of range", ind);
-    memset(pool, 0, sizeof(*pool));
-    ma_mutex_init(&pool->lock);
+    ma_memzero_sparse(pool, sizeof(*pool));
     eset_init(&pool->dirty, EXTENT_DIRTY);
     eset_init(&pool->muzzy, EXTENT_MUZZY);
     eset_init(&pool->retained, EXTENT_RETAINED);

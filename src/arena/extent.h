@@ -123,12 +123,12 @@ typedef struct extent_list {
 
 /* A set of free extents of one state, binned by size class (floor). */
 typedef struct eset {
-    extent_heap_t heaps[SC_NSIZES];
-    uint64_t nonempty[(SC_NSIZES + 63) / 64];
-    extent_list_t lru;
+    enum extent_state state;
     size_t npages;
     size_t nextents;
-    enum extent_state state;
+    extent_list_t lru;
+    uint64_t nonempty[(SC_NSIZES + 63) / 64];
+    extent_heap_t heaps[SC_NSIZES];
 } eset_t;
 
 typedef struct pool_stats {
@@ -140,17 +140,21 @@ typedef struct pool_stats {
     size_t slab_purged_pages;  /* pages of active slabs purged (arena.c; atomic) */
 } pool_stats_t;
 
+/* 9 KiB, most of it heaps and decay backlogs that a pool touches only as
+ * it uses them: the scalars come first so that a new or idle pool (every
+ * arena has one; the profiler's sits unused unless profiling) keeps its
+ * other pages untouched, not resident. */
 typedef struct extent_pool {
     ma_mutex_t lock;
-    eset_t dirty, muzzy, retained;
     chunk_t *chunks;
     size_t grow_next;          /* size of the next chunk to map */
     bool nohuge;               /* MADV_NOHUGEPAGE each new chunk once */
-    decay_t decay_dirty, decay_muzzy;
     rtree_fastmap_t *fastmap;  /* where its slabs are marked (NULL: nowhere) */
     unsigned ind;              /* arena index, for messages and stats */
     bool shared;               /* in the pools that lend each other dirty pages */
     pool_stats_t stats;
+    decay_t decay_dirty, decay_muzzy;
+    eset_t dirty, muzzy, retained;
 } extent_pool_t;
 
 /* Pool indices: arenas' 0 .. ARENAS_MAX - 1, the profiler's ARENAS_MAX. */
