@@ -48,6 +48,7 @@
 
 MA_INLINE unsigned ma_lg_floor(uint64_t x) { return 63u - (unsigned)__builtin_clzll(x); }
 MA_INLINE unsigned ma_lg_ceil(uint64_t x) { return x <= 1 ? 0 : ma_lg_floor(x - 1) + 1; }
+MA_INLINE uint64_t ma_pow2_ceil(uint64_t x) { return (uint64_t)1 << ma_lg_ceil(x); }
 
 /* memset(p, 0, n) that writes only the words that are not zero (p and n
  * multiples of 8). Reading memory never written maps the kernel's shared
@@ -60,7 +61,6 @@ static inline void ma_memzero_sparse(void *p, size_t n)
         if (w[i] != 0)
             w[i] = 0;
 }
-MA_INLINE uint64_t ma_pow2_ceil(uint64_t x) { return (uint64_t)1 << ma_lg_ceil(x); }
 
 /* Formatting without malloc (src/common/fmt.c). Supports %s %c %d %i %u %x
  * %p %f %e %g-less subset with l/ll/z modifiers, width, zero padding, '-' and
@@ -102,10 +102,5 @@ void ma_bw_write(ma_bufwriter_t *bw, const char *s, size_t len);
 void ma_bw_puts(ma_bufwriter_t *bw, const char *s);
 void ma_bw_printf(ma_bufwriter_t *bw, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 bool ma_bw_flush(ma_bufwriter_t *bw);
-
-/* Environment lookup that works before libc's environ is fully usable and
- * never allocates (getenv does not either, but this keeps the dependency in
- * one place). */
-const char *ma_getenv(const char *name);
 
 #endif

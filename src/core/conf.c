@@ -218,10 +218,11 @@ unsigned conf_parse(const char *source, const char *s, bool report)
     return bad;
 }
 
-/* getenv without libc's locking (it may run inside the first malloc). */
+/* Environment lookup that works before libc's environ is fully usable and
+ * never allocates (it may run inside the first malloc). */
 extern char **environ;
 
-const char *ma_getenv(const char *name)
+static const char *ma_getenv(const char *name)
 {
     size_t n = strlen(name);
     if (environ == NULL)

@@ -149,7 +149,7 @@ static void bins_enable(tsd_t *tsd)
         bin_set_cap(b, bin_cap_init[i]);
         b->usize = sc_index2size(i) <= UINT16_MAX ? (uint16_t)sc_index2size(i) : 0;
         b->nrequests = 0;
-        tsd->lg_fill_div[i] = (uint8_t)MA_MIN(TCACHE_LG_FILL_DIV_INIT, bin_lg_fill_max[i]);
+        tsd->lg_fill_div[i] = (uint8_t)tcache_bin_lg_fill_init(i);
         tsd->ran_empty[i] = 0;
         tsd->flushed[i] = 0;
     }
