@@ -1340,6 +1340,92 @@ Test(decay, a_decay_tick_purges_inside_slabs_a_bounded_amount)
     inner_arena_leave(x, home);
 }
 
+/* Once the free pages of every slab of a bin are purged, decay stops
+ * walking that bin (slabs_settled) until a region is freed into one of its
+ * slabs or a slab becomes current; then what the free left free is purged
+ * like the rest. The clock is the test's, as above. */
+Test(decay, a_settled_bin_is_not_walked_until_a_region_is_freed)
+{
+    const unsigned decay_ms = 400;
+    unsigned home;
+    inner_t t;
+    unsigned x = inner_enter_setup(&t, &home, decay_ms);
+    bin_t *bin = &arenas[x]->bins[t.bin];
+    const uint64_t period_ns = (uint64_t)decay_ms * 1000000ull / 4;
+    uint64_t now = decay_now_ns();
+    unsigned rounds = 0;
+    for (; inner_resident(&t) != 0 && rounds < 20; rounds++)
+        arena_decay(arenas[x], now += period_ns + 1, SIZE_MAX);
+    cr_assert_eq(inner_resident(&t), 0, "free pages inside slabs left resident after %u periods", rounds);
+    arena_decay(arenas[x], now += period_ns + 1, SIZE_MAX);
+    cr_assert(ma_load_relaxed(&bin->slabs_settled), "every slab purged, yet the bin is not settled");
+
+    /* A fill from the current slab takes a region (its page comes back)
+     * and restarts the slab's idle count; no page became free, so the bin
+     * stays settled and its slabs are not inspected: the count stays 0. */
+    bool off = false, on = true;
+    cr_assert_eq(mallctl("thread.tcache.enabled", NULL, NULL, &off, sizeof(off)), 0);
+    extent_t *cur = bin->slabcur;
+    unsigned char *p = malloc(t.size);
+    cr_assert(p != NULL && tu_slab_of(p) == cur, "the region did not come from the current slab");
+    memset(p, 0x5a, t.size);
+    cr_assert_eq(cur->idle_scans, 0);
+    for (unsigned i = 0; i < 3; i++)
+        arena_decay(arenas[x], now += period_ns + 1, SIZE_MAX);
+    cr_assert_eq(cur->idle_scans, 0, "a settled bin's slab was inspected %u times", cur->idle_scans);
+    cr_assert(ma_load_relaxed(&bin->slabs_settled));
+
+    /* Freed, the region leaves its page free again: the bin is walked, and
+     * the page purged once the slab has been idle for the decay time. */
+    free(p);
+    cr_assert_eq(mallctl("thread.tcache.enabled", NULL, NULL, &on, sizeof(on)), 0);
+    cr_assert_not(ma_load_relaxed(&bin->slabs_settled), "a free into a slab left the bin settled");
+    for (rounds = 0; inner_resident(&t) != 0 && rounds < 20; rounds++)
+        arena_decay(arenas[x], now += period_ns + 1, SIZE_MAX);
+    cr_assert_eq(inner_resident(&t), 0, "the freed region's page still resident after %u periods", rounds);
+    cr_assert_geq(rounds, 4, "purged after %u inspections", rounds);
+    inner_teardown(&t);
+    inner_arena_leave(x, home);
+}
+
+/* A visit that purged all it may stops, and the next visit of the round
+ * goes on from there: after the inspection, each slab is visited once
+ * more at most, not the slabs purged already again on every visit (about
+ * n^2 / (2 SLAB_VISIT_RANGES) visits for n slabs: a program that freed
+ * most of a large heap spent half its time there). */
+Test(decay, visits_after_a_full_one_go_on_where_it_stopped)
+{
+    const unsigned decay_ms = 400;
+    unsigned home;
+    inner_t t;
+    unsigned x = inner_enter_setup(&t, &home, decay_ms);
+    const uint64_t period_ns = (uint64_t)decay_ms * 1000000ull / 4;
+    uint64_t now = decay_now_ns();
+    /* Idle for the decay time: the inspections only count. */
+    for (unsigned i = 0; i < 4; i++)
+        arena_decay(arenas[x], now += period_ns + 1, SIZE_MAX);
+    cr_assert_neq(inner_resident(&t), 0, "purged before the slabs had been idle for the decay time");
+    const uint64_t visited0 = ma_load_relaxed(&arenas[x]->slabs_visited);
+    unsigned ranges = 0;
+    for (unsigned i = 0; i < t.nslabs; i++)
+        ranges += (unsigned)__builtin_popcountll(t.slab[i]->purged_pages) == 0;
+    /* One whole round: the inspection, then as many visits as it takes. */
+    arena_decay(arenas[x], now += period_ns + 1, SIZE_MAX);
+    cr_assert_eq(inner_resident(&t), 0, "a whole round left free pages inside slabs resident");
+    uint64_t visits = ma_load_relaxed(&arenas[x]->slabs_visited) - visited0, slabs = 0;
+    for (unsigned b = 0; b < SC_NBINS; b++) /* the round visits every bin of the arena */
+        slabs += arenas[x]->bins[b].stats.curslabs;
+    cr_assert_geq(ranges, SLAB_VISIT_RANGES, "%u slabs to purge: one visit would do", ranges);
+    /* The inspection visits every slab and purges SLAB_VISIT_RANGES runs
+     * (at least half as many slabs: a kept region leaves at most two runs);
+     * after it each slab left is visited once. */
+    cr_assert_leq(visits, slabs + ranges - SLAB_VISIT_RANGES / 2,
+                  "%" PRIu64 " slab inspections to purge inside %u slabs (%" PRIu64 " in the arena)", visits, ranges,
+                  slabs);
+    inner_teardown(&t);
+    inner_arena_leave(x, home);
+}
+
 Test(decay, free_pages_of_slabs_in_use_stay_with_decay_minus_one)
 {
     unsigned home;

@@ -74,10 +74,19 @@ MA_INLINE unsigned bin_bucket(unsigned nfree, unsigned nregs)
 
 typedef struct bin {
     ma_mutex_t lock;
+    /* Nothing to purge inside its slabs until a region is freed into one
+     * or a slab becomes current: the last inspection found every slab with
+     * its free pages purged (arena.c, "Purging inside slabs"). Written
+     * under the lock, read without it by decay, which then skips the bin. */
+    bool slabs_settled;
     extent_t *slabcur;
     extent_heap_t empty;         /* entirely free slabs kept for the next fills */
     unsigned nempty;
     extent_heap_t nonfull[BIN_NBUCKETS];
+    /* The non-full slab where decay's last visit stopped, having purged
+     * all it may: the next visit of the round goes on from there if that
+     * is still one of the bin's non-full slabs (arena.c). May be stale. */
+    extent_t *purge_resume;
     bin_stats_t stats;
     /* Slabs with a non-empty remote list, linked through remote_next
      * (pushed by other threads without the lock; detached under it). */
@@ -96,6 +105,7 @@ typedef struct arena {
     size_t large_allocated;      /* bytes in active large extents (atomic) */
     uint64_t bins_scanned_ns;    /* when arena_decay last looked at the bins */
     uint64_t slabs_scanned_ns;   /* when it last looked for free pages in slabs */
+    uint64_t slabs_visited;      /* slabs those looks inspected (atomic; for tests) */
     unsigned slabs_round_bin;    /* the next bin that look visits (atomic; >= SC_NBINS: done) */
     uint64_t slabs_redo[(SC_NBINS + 63) / 64]; /* bins a visit left pages to purge in (atomic bits) */
     /* The arrays last, each touched only where used (see extent_pool_t):
