@@ -129,6 +129,15 @@ static extent_t *bin_take_empty_locked(bin_t *bin)
     return slab;
 }
 
+/* Under the bin lock: slab leaves nonfull[k] and the bin's non-full slabs. */
+static void bin_nonfull_remove_locked(bin_t *bin, unsigned k, extent_t *slab)
+{
+    extent_heap_remove(&bin->nonfull[k], slab);
+    bin->stats.nonfull_slabs--;
+    if (bin->purge_resume == slab)
+        bin->purge_resume = NULL;
+}
+
 /* Under the bin lock: the fullest (then lowest) non-full slab, taken out of
  * its heap; NULL if there is none. */
 static extent_t *bin_take_nonfull_locked(bin_t *bin)
@@ -136,8 +145,7 @@ static extent_t *bin_take_nonfull_locked(bin_t *bin)
     for (unsigned k = 0; k < BIN_NBUCKETS; k++) {
         extent_t *slab = extent_heap_first(&bin->nonfull[k]);
         if (slab != NULL) {
-            extent_heap_remove(&bin->nonfull[k], slab);
-            bin->stats.nonfull_slabs--;
+            bin_nonfull_remove_locked(bin, k, slab);
             return slab;
         }
     }
@@ -272,10 +280,8 @@ static void bin_slab_freed_locked(bin_t *bin, unsigned binind, extent_t *slab, u
         return;
     bool was_listed = old_nfree != 0;
     if (slab->nfree == nregs) {
-        if (was_listed) {
-            extent_heap_remove(&bin->nonfull[bin_bucket(old_nfree, nregs)], slab);
-            bin->stats.nonfull_slabs--;
-        }
+        if (was_listed)
+            bin_nonfull_remove_locked(bin, bin_bucket(old_nfree, nregs), slab);
         bin_slab_emptied_locked(bin, slab);
     } else if (!was_listed) {
         extent_heap_insert(&bin->nonfull[bin_bucket(slab->nfree, nregs)], slab);
@@ -605,8 +611,8 @@ typedef struct slab_purge_pass {
     bool resume;          /* this visit goes on where the round's last one stopped */
     size_t pages, nranges, nslabs, ncalls;
     size_t nunsettled;    /* slabs that may have free pages to purge later */
-    unsigned arena_ind;
-    extent_t *stopped_at; /* the first slab of the bin visited that the pass was too full for */
+    bool stopped;         /* the pass was too full for a slab of the bin visited */
+    extent_t *stopped_at; /* the first such slab in the non-full heaps */
     size_t max_pages, max_ranges;
     unsigned nbatch;      /* runs in batch, not purged yet */
     pages_range_t *batch; /* PAGES_BATCH_MAX runs, left uninitialized (zeroing
@@ -645,6 +651,7 @@ static void slab_purge_locked(extent_t *s, unsigned binind, slab_purge_pass_t *t
         return;
     if (slab_purge_pass_full(t)) {
         t->nunsettled++;
+        t->stopped = true;
         if (t->stopped_at == NULL)
             t->stopped_at = s;
         return;
@@ -676,42 +683,31 @@ static bool slab_purge_pass_done(const slab_purge_pass_t *t)
     return !t->counting && slab_purge_pass_full(t);
 }
 
-/* Under the bin lock: bin->purge_resume if it is still one of the bin's
- * non-full slabs (in nonfull[bin_bucket(its nfree)]), else NULL. Since it
- * was noted, a fill may have made it current or full, a free empty, and
- * the pool may have reused its record; extent records stay mapped, so
- * reading the record to find out is safe. */
-static extent_t *bin_purge_resume_locked(bin_t *bin, unsigned binind, unsigned arena_ind)
-{
-    extent_t *s = bin->purge_resume;
-    if (s == NULL || s == bin->slabcur || s->state != EXTENT_ACTIVE || !s->slab || s->szind != binind ||
-        s->arena_ind != arena_ind || s->nfree == 0 || s->nfree >= sc_bin_info[binind].nregs)
-        return NULL;
-    return s;
-}
-
 /* Under the bin lock: the pass t inspects the bin's current and non-full
  * slabs and purges what it may. A decay visit that is not an inspection
- * goes on where the round's last visit stopped: starting over, the visits after a
- * large free walked the slabs purged already again and again (a program
- * that freed 60% of 2 GiB of small objects, then allocated on: 22 million
- * slab visits, half its CPU time, in 4 s). */
+ * goes on where the round's last visit stopped: starting over, the visits
+ * after a large free walked the slabs purged already again and again (a
+ * program that freed 60% of 2 GiB of small objects, then allocated on: 22
+ * million slab visits, most of its CPU time, in 4 s). */
 static void bin_purge_slabs_locked(bin_t *bin, unsigned binind, slab_purge_pass_t *t)
 {
     const unsigned nregs = sc_bin_info[binind].nregs;
-    extent_t *s = t->resume ? bin_purge_resume_locked(bin, binind, t->arena_ind) : NULL;
+    extent_t *s = t->resume ? bin->purge_resume : NULL;
     unsigned k = 0;
+    t->stopped = false;
     t->stopped_at = NULL;
     if (s != NULL) {
         k = bin_bucket(s->nfree, nregs);
     } else {
         if (bin->slabcur != NULL)
             slab_purge_locked(bin->slabcur, binind, t);
+        t->stopped_at = NULL; /* not slabcur: it is in no heap to go on in */
         s = extent_heap_first(&bin->nonfull[0]);
     }
     for (;;) {
         for (; s != NULL; s = extent_heap_walk_next(s)) {
             if (slab_purge_pass_done(t)) {
+                t->stopped = true;
                 t->stopped_at = s;
                 goto out;
             }
@@ -753,7 +749,7 @@ static unsigned arena_take_redo_bin(arena_t *a)
 static size_t arena_purge_slabs(arena_t *a, bool decay, uint64_t now_ns, size_t max_pages)
 {
     pages_range_t batch[PAGES_BATCH_MAX];
-    slab_purge_pass_t t = {.max_pages = max_pages, .max_ranges = SIZE_MAX, .arena_ind = a->ind, .batch = batch};
+    slab_purge_pass_t t = {.max_pages = max_pages, .max_ranges = SIZE_MAX, .batch = batch};
     if (!decay) {
         for (unsigned b = 0; b < SC_NBINS; b++) {
             bin_t *bin = &a->bins[b];
@@ -802,10 +798,10 @@ static size_t arena_purge_slabs(arena_t *a, bool decay, uint64_t now_ns, size_t 
             const size_t unsettled = t.nunsettled;
             ma_mutex_lock(&bin->lock);
             bin_purge_slabs_locked(bin, b, &t);
-            if (t.counting && t.nunsettled == unsettled && t.stopped_at == NULL)
+            if (t.counting && t.nunsettled == unsettled && !t.stopped)
                 ma_store_relaxed(&bin->slabs_settled, true);
             ma_mutex_unlock(&bin->lock);
-            if (t.stopped_at != NULL) /* maybe more: again soon */
+            if (t.stopped) /* maybe more: again soon */
                 __atomic_fetch_or(&a->slabs_redo[b / 64], (uint64_t)1 << (b % 64), __ATOMIC_RELAXED);
         }
     }

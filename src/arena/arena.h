@@ -83,9 +83,9 @@ typedef struct bin {
     extent_heap_t empty;         /* entirely free slabs kept for the next fills */
     unsigned nempty;
     extent_heap_t nonfull[BIN_NBUCKETS];
-    /* The non-full slab where decay's last visit stopped, having purged
-     * all it may: the next visit of the round goes on from there if that
-     * is still one of the bin's non-full slabs (arena.c). May be stale. */
+    /* NULL, or the non-full slab where decay's last visit stopped, having
+     * purged all it may: the next visit of the round goes on from there
+     * (arena.c). A slab that leaves the non-full heaps clears it. */
     extent_t *purge_resume;
     bin_stats_t stats;
     /* Slabs with a non-empty remote list, linked through remote_next
