@@ -1392,7 +1392,7 @@ Test(decay, a_settled_bin_is_not_walked_until_a_region_is_freed)
  * goes on from there: after the inspection, each slab is visited once
  * more at most, not the slabs purged already again on every visit (about
  * n^2 / (2 SLAB_VISIT_RANGES) visits for n slabs: a program that freed
- * most of a large heap spent half its time there). */
+ * most of a large heap spent most of its time there). */
 Test(decay, visits_after_a_full_one_go_on_where_it_stopped)
 {
     const unsigned decay_ms = 400;
