@@ -610,7 +610,7 @@ typedef struct slab_purge_pass {
     bool counting;        /* this visit is one of those inspections */
     bool resume;          /* this visit goes on where the round's last one stopped */
     size_t pages, nranges, nslabs, ncalls;
-    size_t nunsettled;    /* slabs that may have free pages to purge later */
+    bool waiting;         /* a slab of the bin visited may have pages to purge once idle */
     bool stopped;         /* the pass was too full for a slab of the bin visited */
     extent_t *stopped_at; /* the first such slab in the non-full heaps */
     size_t max_pages, max_ranges;
@@ -644,13 +644,12 @@ static void slab_purge_locked(extent_t *s, unsigned binind, slab_purge_pass_t *t
     if (s->idle_scans < t->min_idle) {
         if (t->counting)
             s->idle_scans++;
-        t->nunsettled += room;
+        t->waiting |= room;
         return;
     }
     if (!room)
         return;
     if (slab_purge_pass_full(t)) {
-        t->nunsettled++;
         t->stopped = true;
         if (t->stopped_at == NULL)
             t->stopped_at = s;
@@ -694,7 +693,7 @@ static void bin_purge_slabs_locked(bin_t *bin, unsigned binind, slab_purge_pass_
     const unsigned nregs = sc_bin_info[binind].nregs;
     extent_t *s = t->resume ? bin->purge_resume : NULL;
     unsigned k = 0;
-    t->stopped = false;
+    t->waiting = t->stopped = false;
     t->stopped_at = NULL;
     if (s != NULL) {
         k = bin_bucket(s->nfree, nregs);
@@ -795,10 +794,9 @@ static size_t arena_purge_slabs(arena_t *a, bool decay, uint64_t now_ns, size_t 
             if (!bin_has_slabs_to_purge(bin, b) || ma_load_relaxed(&bin->slabs_settled))
                 continue;
             t.max_ranges = whole_round ? t.nranges + SLAB_VISIT_RANGES : SLAB_VISIT_RANGES;
-            const size_t unsettled = t.nunsettled;
             ma_mutex_lock(&bin->lock);
             bin_purge_slabs_locked(bin, b, &t);
-            if (t.counting && t.nunsettled == unsettled && !t.stopped)
+            if (t.counting && !t.waiting && !t.stopped)
                 ma_store_relaxed(&bin->slabs_settled, true);
             ma_mutex_unlock(&bin->lock);
             if (t.stopped) /* maybe more: again soon */
