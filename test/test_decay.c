@@ -1152,8 +1152,12 @@ static unsigned inner_arena_enter(unsigned *home, ssize_t dirty_ms, ssize_t muzz
  * the class under a page. */
 static unsigned inner_enter_setup(inner_t *t, unsigned *home, ssize_t dirty_ms)
 {
-    unsigned x = inner_arena_enter(home, dirty_ms, dirty_ms < 0 ? -1 : 0);
+    /* Decay off while the fixture is made: the ticks of its own mallocs
+     * would inspect some of its slabs and not others (when a round of
+     * visits a tick began is done depends on the budget of the ticks). */
+    unsigned x = inner_arena_enter(home, -1, -1);
     inner_setup(t, x, inner_class(false));
+    set_decay(x, dirty_ms, dirty_ms < 0 ? -1 : 0);
     return x;
 }
 
@@ -1423,6 +1427,140 @@ Test(decay, visits_after_a_full_one_go_on_where_it_stopped)
                   "%" PRIu64 " slab inspections to purge inside %u slabs (%" PRIu64 " in the arena)", visits, ranges,
                   slabs);
     inner_teardown(&t);
+    inner_arena_leave(x, home);
+}
+
+/* Makes want slabs of bin in this thread's arena and keeps the first
+ * region of each (in keep[], written 0x5c in full), freeing the rest: the
+ * slabs stay non-full, with free pages. */
+static void kept_slabs_setup(unsigned bin, unsigned want, extent_t **slab, void **keep)
+{
+    const unsigned nregs = sc_bin_info[bin].nregs;
+    const size_t size = sc_bin_info[bin].reg_size, n = (size_t)(want + 2) * nregs;
+    void **ps = mmap(NULL, n * sizeof(void *), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(ps, MAP_FAILED);
+    for (size_t i = 0; i < n; i++) {
+        cr_assert_not_null(ps[i] = malloc(size));
+        memset(ps[i], 0x5c, size);
+    }
+    unsigned nslabs = 0;
+    for (size_t i = 0; i < n && nslabs < want; i++) {
+        extent_t *s = tu_slab_of(ps[i]);
+        if ((uintptr_t)ps[i] == s->addr) {
+            slab[nslabs] = s;
+            keep[nslabs++] = ps[i];
+            ps[i] = NULL;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        free(ps[i]);
+    cr_assert_eq(mallctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
+    munmap(ps, n * sizeof(void *));
+    cr_assert_eq(nslabs, want, "only %u slabs of %zu B", nslabs, size);
+}
+
+static void kept_slabs_teardown(unsigned bin, unsigned n, void **keep)
+{
+    const size_t size = sc_bin_info[bin].reg_size;
+    for (unsigned i = 0; i < n; i++) {
+        cr_assert_eq(((unsigned char *)keep[i])[size - 1], 0x5c);
+        free(keep[i]);
+    }
+}
+
+/* A bin of many non-full slabs: a decay tick walks SLAB_TICK_SLABS of
+ * them at most (an inspection of the whole bin in one tick stalled a
+ * malloc for as long as the bin was large), and the next ticks go on with
+ * the inspection where it paused: each slab is inspected once per period,
+ * not twice, and none is left out. The clock is the test's. */
+Test(decay, a_tick_inspects_a_bounded_number_of_slabs_and_the_next_go_on)
+{
+    enum { WANT = 3 * SLAB_TICK_SLABS };
+    const unsigned decay_ms = 400;
+    unsigned home, x = inner_arena_enter(&home, -1, -1); /* decay off while made, as above */
+    const unsigned bin = inner_class(false);
+    static extent_t *slab[WANT];
+    static void *keep[WANT];
+    static unsigned char scans[WANT];
+    kept_slabs_setup(bin, WANT, slab, keep);
+    set_decay(x, decay_ms, 0);
+
+    const uint64_t period_ns = (uint64_t)decay_ms * 1000000ull / 4;
+    const size_t tick_pages = (size_t)16 << (20 - LG_PAGE);
+    uint64_t now = decay_now_ns() + period_ns + 1;
+    for (unsigned i = 0; i < WANT; i++)
+        scans[i] = slab[i]->idle_scans;
+    uint64_t v0 = ma_load_relaxed(&arenas[x]->slabs_visited);
+    arena_decay(arenas[x], now, tick_pages);
+    uint64_t first = ma_load_relaxed(&arenas[x]->slabs_visited) - v0;
+    cr_assert_gt(first, 0, "the tick inspected nothing");
+    cr_assert_leq(first, SLAB_TICK_SLABS + 1, "one tick walked %" PRIu64 " slabs (the budget is %d)", first,
+                  SLAB_TICK_SLABS);
+    /* The same period's next ticks finish the inspection, and then walk
+     * no slab again: each slab is counted once. */
+    for (unsigned i = 0; i < 2 * WANT / SLAB_TICK_SLABS + 2; i++)
+        arena_decay(arenas[x], now, tick_pages);
+    unsigned once = 0, twice = 0;
+    for (unsigned i = 0; i < WANT; i++) {
+        once += slab[i]->idle_scans == MA_MIN(scans[i] + 1, SLAB_IDLE_SCANS);
+        twice += slab[i]->idle_scans > scans[i] + 1;
+    }
+    cr_assert_eq(twice, 0, "%u slabs inspected twice in one period", twice);
+    cr_assert_eq(once, WANT, "%u of %u slabs inspected in the period", once, WANT);
+    /* Ticks over the next periods purge the free pages of every slab. */
+    for (unsigned p = 0; p < 2 * SLAB_IDLE_SCANS; p++) {
+        now += period_ns + 1;
+        for (unsigned i = 0; i < 2 * WANT / SLAB_TICK_SLABS + 2 + WANT / SLAB_VISIT_RANGES; i++)
+            arena_decay(arenas[x], now, tick_pages);
+    }
+    unsigned purged = 0;
+    for (unsigned i = 0; i < WANT; i++)
+        purged += slab[i]->purged_pages != 0;
+    cr_assert_eq(purged, WANT, "free pages purged in %u of %u slabs", purged, WANT);
+    kept_slabs_teardown(bin, WANT, keep);
+    inner_arena_leave(x, home);
+}
+
+/* Ticks too few to finish a round of slab visits per period (here one tick
+ * per period, and a first bin that takes three): a new round waits for
+ * the last one to be done, so the bins after the large one are inspected
+ * too, and their free pages purged. Starting over at the first bin each
+ * period, the rounds never got past it. */
+Test(decay, scarce_ticks_still_reach_every_bin)
+{
+    enum { WANT = 3 * SLAB_TICK_SLABS };
+    const unsigned decay_ms = 400;
+    unsigned home, x = inner_arena_enter(&home, -1, -1);
+    const unsigned late = inner_class(false);
+    unsigned early = 0;
+    while (early < late && sc_bin_info[early].slab_pages < 2)
+        early++;
+    cr_assert_lt(early, late, "no class of multi-page slabs before %u", late);
+    static extent_t *slab[WANT];
+    static void *keep[WANT];
+    kept_slabs_setup(early, WANT, slab, keep);
+    inner_t t;
+    inner_setup(&t, x, late);
+    set_decay(x, decay_ms, 0);
+
+    const uint64_t period_ns = (uint64_t)decay_ms * 1000000ull / 4;
+    const size_t tick_pages = (size_t)16 << (20 - LG_PAGE);
+    uint64_t now = decay_now_ns();
+    unsigned ticks = 0;
+    const unsigned max_ticks = 4 * (SLAB_IDLE_SCANS + 2) * (WANT / SLAB_TICK_SLABS + 2);
+    bool off = false, on = true;
+    cr_assert_eq(mallctl("thread.tcache.enabled", NULL, NULL, &off, sizeof(off)), 0);
+    while (inner_resident(&t) != 0 && ticks < max_ticks) {
+        /* A region freed into the large bin each period: it never
+         * settles, so its inspections never stop. */
+        free(malloc(sc_bin_info[early].reg_size));
+        arena_decay(arenas[x], now += period_ns + 1, tick_pages);
+        ticks++;
+    }
+    cr_assert_eq(mallctl("thread.tcache.enabled", NULL, NULL, &on, sizeof(on)), 0);
+    cr_assert_eq(inner_resident(&t), 0, "the later bin's free pages still resident after %u ticks", ticks);
+    inner_teardown(&t);
+    kept_slabs_teardown(early, WANT, keep);
     inner_arena_leave(x, home);
 }
 

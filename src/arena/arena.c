@@ -16,6 +16,7 @@ static ma_mutex_t arenas_lock = MA_MUTEX_INITIALIZER; /* creation */
 static void arena_init(arena_t *a, unsigned ind)
 {
     a->ind = ind;
+    a->slabs_round_bin = SC_NBINS; /* no round of slab visits under way */
     rtree_fastmap_init(&a->fastmap);
     extent_pool_init(&a->pool, ind, false);
     a->pool.fastmap = &a->fastmap;
@@ -129,6 +130,15 @@ static extent_t *bin_take_empty_locked(bin_t *bin)
     return slab;
 }
 
+/* Under the bin lock: a page of a slab may have become free, or a slab
+ * with free pages current; decay walks the bin again, and an inspection
+ * under way does not settle it. */
+static void bin_unsettle_locked(bin_t *bin)
+{
+    ma_store_relaxed(&bin->slabs_settled, false);
+    bin->settling = false;
+}
+
 /* Under the bin lock: slab leaves nonfull[k] and the bin's non-full slabs. */
 static void bin_nonfull_remove_locked(bin_t *bin, unsigned k, extent_t *slab)
 {
@@ -136,6 +146,8 @@ static void bin_nonfull_remove_locked(bin_t *bin, unsigned k, extent_t *slab)
     bin->stats.nonfull_slabs--;
     if (bin->purge_resume == slab)
         bin->purge_resume = NULL;
+    if (bin->inspect_resume == slab)
+        bin->inspect_resume = NULL;
 }
 
 /* Under the bin lock: the fullest (then lowest) non-full slab, taken out of
@@ -228,7 +240,7 @@ unsigned arena_fill_small_max(arena_t *a, unsigned binind, void **out, unsigned 
             /* A full slabcur being replaced simply leaves every structure.
              * A new current slab may have free pages still resident. */
             bin->slabcur = slab;
-            ma_store_relaxed(&bin->slabs_settled, false);
+            bin_unsettle_locked(bin);
         }
         got += slab_alloc_batch(slab, binind, out + got, n - got);
     }
@@ -275,7 +287,7 @@ static void bin_slab_freed_locked(bin_t *bin, unsigned binind, extent_t *slab, u
     const unsigned nregs = sc_bin_info[binind].nregs;
     if (slab->nfree == old_nfree)
         return;
-    ma_store_relaxed(&bin->slabs_settled, false); /* maybe a page became free */
+    bin_unsettle_locked(bin); /* maybe a page became free */
     if (slab == bin->slabcur)
         return;
     bool was_listed = old_nfree != 0;
@@ -546,22 +558,17 @@ static void arena_release_empty_slabs(arena_t *a)
  * under the bin lock cannot lose anything.
  */
 
-/* Inspections of the slabs per decay period: a slab is purged once no fill
- * took from it for SLAB_IDLE_SCANS of them (the period, plus up to one). */
-#define SLAB_IDLE_SCANS 4
-
 /* A decay tick's share of that work: each period starts a round that
  * visits every bin once (the visit is the inspection), and a tick takes
- * bins of the round until it has walked SLAB_TICK_SLABS slabs or purged
- * SLAB_VISIT_RANGES runs of pages (arena.h; a visit purges at most that
- * many, each about a microsecond under the bin lock, in batches of
- * pages_purge_batch). A bin with slabs left
- * over is marked for another visit (slabs_redo, not an inspection), which
- * the next ticks make first.
+ * bins of the round until it has walked SLAB_TICK_SLABS slabs (arena.h; a
+ * visit stops there too, and a later tick goes on with the bin) or purged
+ * SLAB_VISIT_RANGES runs of pages (a visit purges at most that many, each
+ * about a microsecond under the bin lock, in batches of pages_purge_batch).
+ * A bin with slabs left over is marked for another visit (slabs_redo),
+ * which the next ticks make first.
  * Walking every bin and purging up to 16 MiB in one tick held bin locks,
  * and stalled the malloc that ran it, for up to 14.5 ms (footprint server,
  * where free pages inside slabs come in runs of one or two pages). */
-#define SLAB_TICK_SLABS 256
 
 void slab_unpurge(extent_t *slab, unsigned binind, void *const *regs, unsigned n)
 {
@@ -609,9 +616,12 @@ typedef struct slab_purge_pass {
     unsigned min_idle;    /* inspections without a fill a slab needs (0: any slab) */
     bool counting;        /* this visit is one of those inspections */
     bool resume;          /* this visit goes on where the round's last one stopped */
+    bool resumed_inspection; /* it went on with an inspection a tick paused */
     size_t pages, nranges, nslabs, ncalls;
+    size_t max_slabs;     /* the budget of slab visits (SLAB_TICK_SLABS for a tick) */
     bool waiting;         /* a slab of the bin visited may have pages to purge once idle */
     bool stopped;         /* the pass was too full for a slab of the bin visited */
+    bool paused;          /* the bin's inspection ran out of slabs to walk */
     extent_t *stopped_at; /* the first such slab in the non-full heaps */
     size_t max_pages, max_ranges;
     unsigned nbatch;      /* runs in batch, not purged yet */
@@ -687,14 +697,28 @@ static bool slab_purge_pass_done(const slab_purge_pass_t *t)
  * goes on where the round's last visit stopped: starting over, the visits
  * after a large free walked the slabs purged already again and again (a
  * program that freed 60% of 2 GiB of small objects, then allocated on: 22
- * million slab visits, most of its CPU time, in 4 s). */
+ * million slab visits, most of its CPU time, in 4 s). Any visit stops
+ * when t->max_slabs slabs are walked (an inspection of every slab of a bin
+ * in one tick stalled the malloc that ran it for as long as the bin was
+ * large: 13,905 slabs in one tick of that program); the next visit to a bin
+ * whose inspection paused goes on with that inspection. */
 static void bin_purge_slabs_locked(bin_t *bin, unsigned binind, slab_purge_pass_t *t)
 {
     const unsigned nregs = sc_bin_info[binind].nregs;
-    extent_t *s = t->resume ? bin->purge_resume : NULL;
+    extent_t *s = NULL;
     unsigned k = 0;
-    t->waiting = t->stopped = false;
+    t->waiting = t->stopped = t->paused = t->resumed_inspection = false;
     t->stopped_at = NULL;
+    if (t->resume && bin->inspect_resume != NULL) {
+        s = bin->inspect_resume;
+        t->counting = t->resumed_inspection = true;
+    } else if (t->resume) {
+        s = bin->purge_resume;
+    } else if (t->counting) {
+        bin->settling = true;
+    }
+    if (t->counting) /* going on with the paused inspection, or a new one instead */
+        bin->inspect_resume = NULL;
     if (s != NULL) {
         k = bin_bucket(s->nfree, nregs);
     } else {
@@ -705,6 +729,17 @@ static void bin_purge_slabs_locked(bin_t *bin, unsigned binind, slab_purge_pass_
     }
     for (;;) {
         for (; s != NULL; s = extent_heap_walk_next(s)) {
+            if (t->nslabs >= t->max_slabs) {
+                if (t->counting) {
+                    bin->inspect_resume = s;
+                    t->paused = true;
+                } else {
+                    t->stopped = true;
+                    if (t->stopped_at == NULL)
+                        t->stopped_at = s;
+                }
+                goto out;
+            }
             if (slab_purge_pass_done(t)) {
                 t->stopped = true;
                 t->stopped_at = s;
@@ -717,7 +752,20 @@ static void bin_purge_slabs_locked(bin_t *bin, unsigned binind, slab_purge_pass_
         s = extent_heap_first(&bin->nonfull[k]);
     }
 out:
-    bin->purge_resume = t->stopped_at;
+    /* An inspection that went on keeps an earlier stop of the round's
+     * purging: the slabs from there to where it went on are not done. */
+    if (!(t->resumed_inspection && bin->purge_resume != NULL))
+        bin->purge_resume = t->stopped_at;
+    if (t->counting) {
+        /* Settled once an inspection, in one visit or several, found
+         * nothing to purge later and left nothing, and no region was freed
+         * into the bin meanwhile (bin_unsettle_locked). */
+        if (t->waiting || t->stopped || bin->purge_resume != NULL)
+            bin->settling = false;
+        if (!t->paused && bin->settling)
+            ma_store_relaxed(&bin->slabs_settled, true);
+    }
+    t->stopped |= t->paused || bin->purge_resume != NULL;
     slab_purge_flush_locked(t);
 }
 
@@ -741,6 +789,18 @@ static unsigned arena_take_redo_bin(arena_t *a)
     return SC_NBINS;
 }
 
+/* Whether the arena's round of slab visits has visited every bin, and
+ * made every visit its visits left to make. */
+static bool arena_slab_round_done(arena_t *a)
+{
+    if (ma_load_relaxed(&a->slabs_round_bin) < SC_NBINS)
+        return false;
+    for (unsigned w = 0; w < MA_ARRAY_LEN(a->slabs_redo); w++)
+        if (ma_load_relaxed(&a->slabs_redo[w]) != 0)
+            return false;
+    return true;
+}
+
 /* Purge free pages inside the slabs of a: when decay, those no fill took
  * from for a decay period, a tick's share of the round (all of the round
  * that is left when max_pages is SIZE_MAX: mallctl's decay, the background
@@ -748,7 +808,7 @@ static unsigned arena_take_redo_bin(arena_t *a)
 static size_t arena_purge_slabs(arena_t *a, bool decay, uint64_t now_ns, size_t max_pages)
 {
     pages_range_t batch[PAGES_BATCH_MAX];
-    slab_purge_pass_t t = {.max_pages = max_pages, .max_ranges = SIZE_MAX, .batch = batch};
+    slab_purge_pass_t t = {.max_pages = max_pages, .max_ranges = SIZE_MAX, .max_slabs = SIZE_MAX, .batch = batch};
     if (!decay) {
         for (unsigned b = 0; b < SC_NBINS; b++) {
             bin_t *bin = &a->bins[b];
@@ -765,13 +825,18 @@ static size_t arena_purge_slabs(arena_t *a, bool decay, uint64_t now_ns, size_t 
         uint64_t period = MA_MAX((uint64_t)ms * 1000000ull / SLAB_IDLE_SCANS, ARENA_BIN_SCAN_NS);
         uint64_t last = ma_load_relaxed(&a->slabs_scanned_ns);
         /* One round per period, whoever claims it (a second would count
-         * the slabs idle twice); each bin of it goes to one caller. */
-        if (!(now_ns - last < period && now_ns >= last) &&
+         * the slabs idle twice); each bin of it goes to one caller. Not
+         * before the last round is done, visits again included: ticks too
+         * few for a round per period would otherwise start over at the
+         * first bins and never reach the last. */
+        if (!(now_ns - last < period && now_ns >= last) && arena_slab_round_done(a) &&
             __atomic_compare_exchange_n(&a->slabs_scanned_ns, &last, now_ns, false, __ATOMIC_RELAXED,
                                         __ATOMIC_RELAXED))
             ma_store_relaxed(&a->slabs_round_bin, 0);
         const bool whole_round = max_pages == SIZE_MAX;
         t.min_idle = ms == 0 ? 0 : SLAB_IDLE_SCANS;
+        if (!whole_round)
+            t.max_slabs = SLAB_TICK_SLABS;
         while ((whole_round || (t.nslabs < SLAB_TICK_SLABS && t.nranges < SLAB_VISIT_RANGES)) &&
                t.pages < max_pages) {
             /* A bin to visit again first, else the round's next one. */
@@ -796,8 +861,6 @@ static size_t arena_purge_slabs(arena_t *a, bool decay, uint64_t now_ns, size_t 
             t.max_ranges = whole_round ? t.nranges + SLAB_VISIT_RANGES : SLAB_VISIT_RANGES;
             ma_mutex_lock(&bin->lock);
             bin_purge_slabs_locked(bin, b, &t);
-            if (t.counting && !t.waiting && !t.stopped)
-                ma_store_relaxed(&bin->slabs_settled, true);
             ma_mutex_unlock(&bin->lock);
             if (t.stopped) /* maybe more: again soon */
                 __atomic_fetch_or(&a->slabs_redo[b / 64], (uint64_t)1 << (b % 64), __ATOMIC_RELAXED);

@@ -87,6 +87,12 @@ typedef struct bin {
      * purged all it may: the next visit of the round goes on from there
      * (arena.c). A slab that leaves the non-full heaps clears it. */
     extent_t *purge_resume;
+    /* NULL, or the non-full slab where decay's inspection of this bin ran
+     * out of its tick's budget of slabs: a later tick's visit goes on
+     * inspecting from there (arena.c). Cleared like purge_resume; an
+     * inspection whose slab left ends there. */
+    extent_t *inspect_resume;
+    bool settling; /* the inspection under way may settle the bin (arena.c) */
     bin_stats_t stats;
     /* Slabs with a non-empty remote list, linked through remote_next
      * (pushed by other threads without the lock; detached under it). */
@@ -120,6 +126,11 @@ typedef struct arena {
 /* Runs of pages a decay tick purges at most inside slabs, and one bin lock
  * holds across (arena.c, "Purging inside slabs"). */
 #define SLAB_VISIT_RANGES 32
+/* Inspections of the slabs per decay period: a slab is purged once no fill
+ * took from it for SLAB_IDLE_SCANS of them (the period, plus up to one). */
+#define SLAB_IDLE_SCANS 4
+/* Slabs a decay tick walks at most inside bins (arena.c). */
+#define SLAB_TICK_SLABS 256
 
 extern arena_t *arenas[ARENAS_MAX];
 extern unsigned arena_narenas;   /* how many arenas threads are spread over */
