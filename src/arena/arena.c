@@ -700,8 +700,8 @@ static bool slab_purge_pass_done(const slab_purge_pass_t *t)
  * million slab visits, most of its CPU time, in 4 s). Any visit stops
  * when t->max_slabs slabs are walked (an inspection of every slab of a bin
  * in one tick stalled the malloc that ran it for as long as the bin was
- * large: 13,905 slabs in one tick of that program); the next visit to a bin
- * whose inspection paused goes on with that inspection. */
+ * large: 13,905 slabs in one tick of the same program with 1 GiB); the
+ * next visit to a bin whose inspection paused goes on with that one. */
 static void bin_purge_slabs_locked(bin_t *bin, unsigned binind, slab_purge_pass_t *t)
 {
     const unsigned nregs = sc_bin_info[binind].nregs;
