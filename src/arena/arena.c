@@ -616,12 +616,10 @@ typedef struct slab_purge_pass {
     unsigned min_idle;    /* inspections without a fill a slab needs (0: any slab) */
     bool counting;        /* this visit is one of those inspections */
     bool resume;          /* this visit goes on where the round's last one stopped */
-    bool resumed_inspection; /* it went on with an inspection a tick paused */
     size_t pages, nranges, nslabs, ncalls;
     size_t max_slabs;     /* the budget of slab visits (SLAB_TICK_SLABS for a tick) */
     bool waiting;         /* a slab of the bin visited may have pages to purge once idle */
     bool stopped;         /* the pass was too full for a slab of the bin visited */
-    bool paused;          /* the bin's inspection ran out of slabs to walk */
     extent_t *stopped_at; /* the first such slab in the non-full heaps */
     size_t max_pages, max_ranges;
     unsigned nbatch;      /* runs in batch, not purged yet */
@@ -707,11 +705,12 @@ static void bin_purge_slabs_locked(bin_t *bin, unsigned binind, slab_purge_pass_
     const unsigned nregs = sc_bin_info[binind].nregs;
     extent_t *s = NULL;
     unsigned k = 0;
-    t->waiting = t->stopped = t->paused = t->resumed_inspection = false;
+    bool resumed_inspection = false, paused = false;
+    t->waiting = t->stopped = false;
     t->stopped_at = NULL;
     if (t->resume && bin->inspect_resume != NULL) {
         s = bin->inspect_resume;
-        t->counting = t->resumed_inspection = true;
+        t->counting = resumed_inspection = true;
     } else if (t->resume) {
         s = bin->purge_resume;
     } else if (t->counting) {
@@ -732,7 +731,7 @@ static void bin_purge_slabs_locked(bin_t *bin, unsigned binind, slab_purge_pass_
             if (t->nslabs >= t->max_slabs) {
                 if (t->counting) {
                     bin->inspect_resume = s;
-                    t->paused = true;
+                    paused = true;
                 } else {
                     t->stopped = true;
                     if (t->stopped_at == NULL)
@@ -754,7 +753,7 @@ static void bin_purge_slabs_locked(bin_t *bin, unsigned binind, slab_purge_pass_
 out:
     /* An inspection that went on keeps an earlier stop of the round's
      * purging: the slabs from there to where it went on are not done. */
-    if (!(t->resumed_inspection && bin->purge_resume != NULL))
+    if (!(resumed_inspection && bin->purge_resume != NULL))
         bin->purge_resume = t->stopped_at;
     if (t->counting) {
         /* Settled once an inspection, in one visit or several, found
@@ -762,10 +761,10 @@ out:
          * into the bin meanwhile (bin_unsettle_locked). */
         if (t->waiting || t->stopped || bin->purge_resume != NULL)
             bin->settling = false;
-        if (!t->paused && bin->settling)
+        if (!paused && bin->settling)
             ma_store_relaxed(&bin->slabs_settled, true);
     }
-    t->stopped |= t->paused || bin->purge_resume != NULL;
+    t->stopped |= paused || bin->purge_resume != NULL;
     slab_purge_flush_locked(t);
 }
 
