@@ -1564,6 +1564,49 @@ Test(decay, scarce_ticks_still_reach_every_bin)
     inner_arena_leave(x, home);
 }
 
+/* A purge of everything (arena.<i>.purge, malloc_trim) and a whole decay
+ * round (the background thread, arena.<i>.decay) let go of a bin's lock
+ * every SLAB_TICK_SLABS slabs at most, and go on where they stopped: the
+ * lock is held for bounded work whoever purges, and every slab's free
+ * pages are purged all the same. Before, both walked the whole bin in one
+ * hold, and a purge of everything also purged every run of pages it found
+ * there. */
+Test(decay, a_whole_purge_lets_go_of_the_bin_lock_between_bounded_visits)
+{
+    enum { WANT = 3 * SLAB_TICK_SLABS };
+    const unsigned decay_ms = 400;
+    unsigned home, x = inner_arena_enter(&home, -1, -1);
+    const unsigned bin = inner_class(false);
+    static extent_t *slab[WANT];
+    static void *keep[WANT];
+    for (int whole_round = 0; whole_round < 2; whole_round++) {
+        const char *how = whole_round ? "a whole decay round" : "a purge of everything";
+        kept_slabs_setup(bin, WANT, slab, keep);
+        ma_store_relaxed(&arenas[x]->slabs_visit_max, 0);
+        if (!whole_round) {
+            arena_purge(arenas[x]);
+            arena_purge(arenas[x]); /* nothing left to purge: it only walks */
+        } else {
+            set_decay(x, decay_ms, 0);
+            const uint64_t period_ns = (uint64_t)decay_ms * 1000000ull / 4;
+            uint64_t now = decay_now_ns();
+            for (unsigned p = 0; p < 2 * SLAB_IDLE_SCANS; p++)
+                arena_decay(arenas[x], now += period_ns + 1, SIZE_MAX);
+        }
+        uint64_t most = ma_load_relaxed(&arenas[x]->slabs_visit_max);
+        cr_assert_gt(most, 0, "%s walked no slab", how);
+        cr_assert_leq(most, SLAB_TICK_SLABS + 1, "%s walked %" PRIu64 " slabs under one hold of the lock", how,
+                      most);
+        unsigned purged = 0;
+        for (unsigned i = 0; i < WANT; i++)
+            purged += slab[i]->purged_pages != 0;
+        cr_assert_eq(purged, WANT, "%s purged free pages in %u of %u slabs", how, purged, WANT);
+        kept_slabs_teardown(bin, WANT, keep);
+        set_decay(x, -1, -1);
+    }
+    inner_arena_leave(x, home);
+}
+
 Test(decay, free_pages_of_slabs_in_use_stay_with_decay_minus_one)
 {
     unsigned home;

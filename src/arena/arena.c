@@ -614,8 +614,9 @@ static uint64_t slab_free_pages(const extent_t *slab, unsigned binind)
 
 typedef struct slab_purge_pass {
     unsigned min_idle;    /* inspections without a fill a slab needs (0: any slab) */
+    bool decay;           /* a decay pass (inspections), not a purge of everything */
     bool counting;        /* this visit is one of those inspections */
-    bool resume;          /* this visit goes on where the round's last one stopped */
+    bool resume;          /* this visit goes on where the last one stopped */
     size_t pages, nranges, nslabs, ncalls;
     size_t max_slabs;     /* the budget of slab visits (SLAB_TICK_SLABS for a tick) */
     bool waiting;         /* a slab of the bin visited may have pages to purge once idle */
@@ -708,7 +709,7 @@ static void bin_purge_slabs_locked(bin_t *bin, unsigned binind, slab_purge_pass_
     bool resumed_inspection = false, paused = false;
     t->waiting = t->stopped = false;
     t->stopped_at = NULL;
-    if (t->resume && bin->inspect_resume != NULL) {
+    if (t->resume && t->decay && bin->inspect_resume != NULL) {
         s = bin->inspect_resume;
         t->counting = resumed_inspection = true;
     } else if (t->resume) {
@@ -800,6 +801,27 @@ static bool arena_slab_round_done(arena_t *a)
     return true;
 }
 
+/* Visit bin b of a under its lock, walking at most SLAB_TICK_SLABS slabs
+ * and purging at most SLAB_VISIT_RANGES runs of pages more than the pass
+ * has so far, within the pass's own limits: the lock is held for that much
+ * work at most, whoever visits (a mallctl purge of a 1 GiB heap walked
+ * 13,905 slabs of one bin, and purged every run of pages found there,
+ * without letting go of it). */
+static void arena_visit_bin(arena_t *a, unsigned b, slab_purge_pass_t *t)
+{
+    bin_t *bin = &a->bins[b];
+    const size_t max_slabs = t->max_slabs, max_ranges = t->max_ranges, nslabs = t->nslabs;
+    t->max_slabs = MA_MIN(max_slabs, nslabs + SLAB_TICK_SLABS);
+    t->max_ranges = MA_MIN(max_ranges, t->nranges + SLAB_VISIT_RANGES);
+    ma_mutex_lock(&bin->lock);
+    bin_purge_slabs_locked(bin, b, t);
+    ma_mutex_unlock(&bin->lock);
+    t->max_slabs = max_slabs;
+    t->max_ranges = max_ranges;
+    if (t->nslabs - nslabs > ma_load_relaxed(&a->slabs_visit_max))
+        ma_store_relaxed(&a->slabs_visit_max, (uint64_t)(t->nslabs - nslabs));
+}
+
 /* Purge free pages inside the slabs of a: when decay, those no fill took
  * from for a decay period, a tick's share of the round (all of the round
  * that is left when max_pages is SIZE_MAX: mallctl's decay, the background
@@ -807,15 +829,18 @@ static bool arena_slab_round_done(arena_t *a)
 static size_t arena_purge_slabs(arena_t *a, bool decay, uint64_t now_ns, size_t max_pages)
 {
     pages_range_t batch[PAGES_BATCH_MAX];
-    slab_purge_pass_t t = {.max_pages = max_pages, .max_ranges = SIZE_MAX, .max_slabs = SIZE_MAX, .batch = batch};
+    slab_purge_pass_t t = {
+        .decay = decay, .max_pages = max_pages, .max_ranges = SIZE_MAX, .max_slabs = SIZE_MAX, .batch = batch};
     if (!decay) {
         for (unsigned b = 0; b < SC_NBINS; b++) {
-            bin_t *bin = &a->bins[b];
-            if (!bin_has_slabs_to_purge(bin, b))
+            if (!bin_has_slabs_to_purge(&a->bins[b], b))
                 continue;
-            ma_mutex_lock(&bin->lock);
-            bin_purge_slabs_locked(bin, b, &t);
-            ma_mutex_unlock(&bin->lock);
+            /* Visit after visit, each going on where the last stopped. */
+            t.resume = false;
+            do {
+                arena_visit_bin(a, b, &t);
+                t.resume = true;
+            } while (t.stopped && !slab_purge_pass_full(&t));
         }
     } else {
         ssize_t ms = ma_load_relaxed(&a->pool.decay_dirty.ms);
@@ -834,8 +859,10 @@ static size_t arena_purge_slabs(arena_t *a, bool decay, uint64_t now_ns, size_t 
             ma_store_relaxed(&a->slabs_round_bin, 0);
         const bool whole_round = max_pages == SIZE_MAX;
         t.min_idle = ms == 0 ? 0 : SLAB_IDLE_SCANS;
-        if (!whole_round)
+        if (!whole_round) {
             t.max_slabs = SLAB_TICK_SLABS;
+            t.max_ranges = SLAB_VISIT_RANGES;
+        }
         while ((whole_round || (t.nslabs < SLAB_TICK_SLABS && t.nranges < SLAB_VISIT_RANGES)) &&
                t.pages < max_pages) {
             /* A bin to visit again first, else the round's next one. */
@@ -857,10 +884,7 @@ static size_t arena_purge_slabs(arena_t *a, bool decay, uint64_t now_ns, size_t 
              * wait, so a slab there purges up to one period later. */
             if (!bin_has_slabs_to_purge(bin, b) || ma_load_relaxed(&bin->slabs_settled))
                 continue;
-            t.max_ranges = whole_round ? t.nranges + SLAB_VISIT_RANGES : SLAB_VISIT_RANGES;
-            ma_mutex_lock(&bin->lock);
-            bin_purge_slabs_locked(bin, b, &t);
-            ma_mutex_unlock(&bin->lock);
+            arena_visit_bin(a, b, &t);
             if (t.stopped) /* maybe more: again soon */
                 __atomic_fetch_or(&a->slabs_redo[b / 64], (uint64_t)1 << (b % 64), __ATOMIC_RELAXED);
         }

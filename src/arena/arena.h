@@ -112,6 +112,7 @@ typedef struct arena {
     uint64_t bins_scanned_ns;    /* when arena_decay last looked at the bins */
     uint64_t slabs_scanned_ns;   /* when it last looked for free pages in slabs */
     uint64_t slabs_visited;      /* slabs those looks inspected (atomic; for tests) */
+    uint64_t slabs_visit_max;    /* the most slabs one bin visit walked under its lock (for tests) */
     unsigned slabs_round_bin;    /* the next bin that look visits (atomic; >= SC_NBINS: done) */
     uint64_t slabs_redo[(SC_NBINS + 63) / 64]; /* bins a visit left pages to purge in (atomic bits) */
     /* The arrays last, each touched only where used (see extent_pool_t):
