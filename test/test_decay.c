@@ -1459,6 +1459,15 @@ static void kept_slabs_setup(unsigned bin, unsigned want, extent_t **slab, void 
     cr_assert_eq(nslabs, want, "only %u slabs of %zu B", nslabs, size);
 }
 
+/* How many of the n slabs have had free pages purged. */
+static unsigned slabs_with_purged_pages(extent_t *const *slab, unsigned n)
+{
+    unsigned purged = 0;
+    for (unsigned i = 0; i < n; i++)
+        purged += slab[i]->purged_pages != 0;
+    return purged;
+}
+
 static void kept_slabs_teardown(unsigned bin, unsigned n, void **keep)
 {
     const size_t size = sc_bin_info[bin].reg_size;
@@ -1513,9 +1522,7 @@ Test(decay, a_tick_inspects_a_bounded_number_of_slabs_and_the_next_go_on)
         for (unsigned i = 0; i < 2 * WANT / SLAB_TICK_SLABS + 2 + WANT / SLAB_VISIT_RANGES; i++)
             arena_decay(arenas[x], now, tick_pages);
     }
-    unsigned purged = 0;
-    for (unsigned i = 0; i < WANT; i++)
-        purged += slab[i]->purged_pages != 0;
+    unsigned purged = slabs_with_purged_pages(slab, WANT);
     cr_assert_eq(purged, WANT, "free pages purged in %u of %u slabs", purged, WANT);
     kept_slabs_teardown(bin, WANT, keep);
     inner_arena_leave(x, home);
@@ -1597,9 +1604,7 @@ Test(decay, a_whole_purge_lets_go_of_the_bin_lock_between_bounded_visits)
         cr_assert_gt(most, 0, "%s walked no slab", how);
         cr_assert_leq(most, SLAB_TICK_SLABS + 1, "%s walked %" PRIu64 " slabs under one hold of the lock", how,
                       most);
-        unsigned purged = 0;
-        for (unsigned i = 0; i < WANT; i++)
-            purged += slab[i]->purged_pages != 0;
+        unsigned purged = slabs_with_purged_pages(slab, WANT);
         cr_assert_eq(purged, WANT, "%s purged free pages in %u of %u slabs", how, purged, WANT);
         kept_slabs_teardown(bin, WANT, keep);
         set_decay(x, -1, -1);

@@ -857,14 +857,12 @@ static size_t arena_purge_slabs(arena_t *a, bool decay, uint64_t now_ns, size_t 
             __atomic_compare_exchange_n(&a->slabs_scanned_ns, &last, now_ns, false, __ATOMIC_RELAXED,
                                         __ATOMIC_RELAXED))
             ma_store_relaxed(&a->slabs_round_bin, 0);
-        const bool whole_round = max_pages == SIZE_MAX;
         t.min_idle = ms == 0 ? 0 : SLAB_IDLE_SCANS;
-        if (!whole_round) {
+        if (max_pages != SIZE_MAX) { /* a tick's share, not the whole round */
             t.max_slabs = SLAB_TICK_SLABS;
             t.max_ranges = SLAB_VISIT_RANGES;
         }
-        while ((whole_round || (t.nslabs < SLAB_TICK_SLABS && t.nranges < SLAB_VISIT_RANGES)) &&
-               t.pages < max_pages) {
+        while (t.nslabs < t.max_slabs && t.nranges < t.max_ranges && t.pages < max_pages) {
             /* A bin to visit again first, else the round's next one. */
             unsigned b = arena_take_redo_bin(a);
             t.counting = b == SC_NBINS;
