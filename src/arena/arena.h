@@ -49,7 +49,8 @@ typedef struct bin_stats {
  * CAS, as in mimalloc's thread-free lists); the free that finds the list
  * empty also pushes the slab onto remote_slabs. Whoever next takes the lock
  * to fill detaches remote_slabs with one exchange and takes the objects
- * into its thread cache, those that fit (bin_take_remote_locked); the rest,
+ * into its thread cache, those that fit and are not a sparse slab's
+ * (bin_take_remote_locked; sparse slabs: arena.c); the rest,
  * and all of them when a decay tick or a purge collects, go back to the
  * bitmaps. Until then such objects
  * still count as allocated (in curregs and in their slab's nfree, like
@@ -63,6 +64,11 @@ typedef struct bin_stats {
  * whole cache lines, whose regions share no line with a neighbour.
  */
 #define BIN_NBUCKETS 4   /* fullness classes of non-full slabs */
+/* Sparse slabs (arena.c): frees of the objects of a slab with live regions
+ * at most nregs / SLAB_SPARSE_DIV, in a bin of at least
+ * BIN_SPARSE_MIN_NONFULL non-full slabs, bypass the thread caches. */
+#define SLAB_SPARSE_DIV 4u
+#define BIN_SPARSE_MIN_NONFULL 8u
 #define BIN_EMPTY_BYTES (64u << 10) /* slabs a bin keeps empty (see bin_t) */
 
 /* The fullness class of a non-full slab with nfree free regions: 0 for the

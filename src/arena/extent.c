@@ -334,6 +334,12 @@ static void slab_fastmaps_write(const extent_t *e, unsigned ind1)
         rtree_fastmap_write(&rtree_linemap, e->addr, e->size, ind1);
 }
 
+void extent_slab_set_bypass(extent_t *e, bool bypass)
+{
+    ma_store_relaxed(&e->cache_bypass, bypass);
+    slab_fastmaps_write(e, bypass ? 0 : e->szind + 1u);
+}
+
 /* Merge e with free neighbours of set's state, then insert it. */
 static void pool_insert_coalesced(extent_pool_t *pool, eset_t *set, extent_t *e)
 {
@@ -376,6 +382,7 @@ static void register_active(extent_t *e, extent_pool_t *user, unsigned szind, bo
     e->sampled = false;
     e->prof = NULL;
     e->arena_ind = user->ind;
+    e->cache_bypass = false;
     if (slab) {
         e->remote_head = NULL; /* shares storage with the LRU links (eset_remove cleared them) */
         e->remote_next = NULL;

@@ -61,7 +61,9 @@ typedef struct chunk {
  *   (every region overlapping it is free in bitmap); the bit is cleared when
  *   a region on it is handed out again.
  * - An active slab of a class a cache bin holds (under 64 KiB) has its pages
- *   marked in the fast map of the arena using it (arena_ind).
+ *   marked in the fast map of the arena using it (arena_ind), unless
+ *   cache_bypass (a sparse slab, arena.c): then they are 0 there and in the
+ *   line map. cache_bypass is false for every other active extent.
  * - Shared storage, by what the extent is: lru_* for a free extent (its
  *   set's LRU list) or a sampled one (the profiler's live list, prof.c);
  *   remote_* for an active slab, set to NULL when it becomes one. bitmap
@@ -79,6 +81,7 @@ typedef struct extent {
     uint8_t idle_scans;         /* slab: purge scans since a fill took a region (arena.c) */
     uint16_t nfree;
     uint16_t bitmap_hint;       /* no free region in words below this one */
+    bool cache_bypass;          /* slab: sparse, unmarked in the fast maps (arena.c; atomic) */
     uint32_t arena_ind;         /* active: the arena using it; free: its pool's */
     struct extent *ph_child, *ph_prev, *ph_next;
     union {
@@ -206,6 +209,10 @@ bool extent_expand(extent_pool_t *pool, extent_t *e, size_t new_size, unsigned s
 
 /* Change the class recorded for an active large extent (first/last page). */
 void extent_set_szind(extent_t *e, unsigned szind, uint64_t flags);
+/* Active slab e: unmark its pages in the fast maps (bypass: free's slow path
+ * then returns its objects to it, past the thread caches) or mark them
+ * again. Under its bin's lock. */
+void extent_slab_set_bypass(extent_t *e, bool bypass);
 
 /* Purge free pages: dirty -> retained (forced), muzzy -> retained. Returns
  * the number of pages purged. */

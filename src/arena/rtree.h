@@ -51,17 +51,19 @@ extern rtree_elm_t *rtree_root[RTREE_ROOT_N] MA_HIDDEN;
  * a MAP_NORESERVE reservation of which only the parts covering that arena's
  * slabs are ever touched (a map page covers 4096 pages). A byte holds
  * binind + 1 for every page of a live slab OF THAT ARENA and 0 for
- * everything else (large, sampled, free, another arena's), so free's fast
+ * everything else (large, sampled, free, another arena's, a sparse slab
+ * whose frees bypass the caches: arena.c), so free's fast
  * path, which reads its own thread's arena's map, is one bounds compare and
  * one byte load, and an object of another arena (a remote free) misses to
  * the slow path, which sends it home instead of caching it here.
  * When a reservation fails (overcommit mode 2, a ulimit -v) npages is 0 and
  * every lookup misses to the slow path, which uses the radix tree.
  * Writers: the extent pool, under its lock, before a slab's regions are
- * handed out and after they have all come back.
+ * handed out and after they have all come back; the slab's bin, under its
+ * lock, in between (sparse slabs).
  *
  * The line map is one more fast map, shared by every arena: binind + 1 for
- * the pages of live slabs (of any arena) whose class is a whole number of
+ * the pages of live slabs (of any arena; not sparse ones) whose class is a whole number of
  * cache lines and fits a cache bin (rtree_on_linemap). Such a region shares
  * no line with its neighbours, so a thread may cache it whatever arena it
  * belongs to (see dalloc_elm). free's slow path reads it first: a remote

@@ -183,8 +183,11 @@ static void dalloc_elm(tsd_t *tsd, void *p, rtree_elm_t elm, int flags)
          * class at all (a consumer thread that only frees would pin them:
          * prodcons 8+8, 270 KiB of peak RSS). */
         arena_dalloc_remote(e, ind, p);
-    } else if (cached) {
-        /* A remote object that finds the bin full goes home too: flushing
+    } else if (cached && (remote || likely(!ma_load_relaxed(&e->cache_bypass)))) {
+        /* (A sparse slab's object, unmarked in the fast map, goes back to
+         * its slab below instead: caching it would hand it out again and
+         * keep the slab from emptying. arena.c, "Sparse slabs".)
+         * A remote object that finds the bin full goes home too: flushing
          * the bin for it cost a thread that only frees (a consumer) ~120
          * instructions per object, the remote list ~25. */
         if (!cache_bin_push_fast(&tsd->bins[ind], p)) {
