@@ -1452,7 +1452,6 @@ Test(tcache, a_sparse_slab_that_a_fill_makes_current_is_cached_again)
     /* Fills take the fullest, then the lowest slab: with every other
      * slab as sparse, some fill takes one of them. */
     bin_t *bin = &tsd_arena(tsd)->bins[sb.ind];
-    const unsigned nregs = sc_bin_info[sb.ind].nregs;
     enum { MAXP = 4096 };
     static void *ps[MAXP];
     unsigned n = 0, k = sb.nslabs;
@@ -1468,7 +1467,6 @@ Test(tcache, a_sparse_slab_that_a_fill_makes_current_is_cached_again)
     unsigned cached = ncached(sb.ind);
     free(sb.kept[k][0]);
     cr_assert_eq(ncached(sb.ind), cached + 1, "a free into the current slab was not cached");
-    (void)nregs;
     while (n > 0)
         free(ps[--n]);
 }

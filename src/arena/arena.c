@@ -292,7 +292,7 @@ static void bin_slab_emptied_locked(bin_t *bin, extent_t *slab)
  * its bin's current slab, in a bin with at least BIN_SPARSE_MIN_NONFULL
  * non-full slabs, is unmarked in the fast maps (cache_bypass): frees of
  * its objects miss free's fast path, and its slow path gives them straight
- * back to the slab (ma_free_slow; one bin lock per free) instead of
+ * back to the slab (dalloc_elm; one bin lock per free) instead of
  * caching them; nor does a fill hand out the objects of its remote list.
  * It is marked again when a fill makes it current (the bin has nothing
  * fuller left) or a borrower fills it past the quarter.
