@@ -486,6 +486,36 @@ Test(prof_unwind, frames_of_a_shared_library_with_and_without_frame_pointers)
     free(d);
 }
 
+/* The loader-generation reads of n walks of c, all from one call site
+ * (the same return addresses every time). */
+__attribute__((noipa)) static uint64_t gen_reads_of_walks(chain_t *c, uw_diff_t *d, int n)
+{
+    uint64_t before = stats_now().gen_reads;
+    for (int i = 0; i < n; i++)
+        chain_diff(c, d);
+    return stats_now().gen_reads - before;
+}
+
+/* Rules of the objects loaded at startup (this program, libc, Criterion's
+ * libraries) hold in every loader generation: walks through them alone ask
+ * the loader for it at most once, in the first walk, whose new return
+ * addresses need rules derived. A frame of a dlopen'd library and every
+ * walk must ask, once. */
+Test(prof_unwind, only_frames_of_dlopened_libraries_make_a_walk_read_the_loader_generation)
+{
+    libs_open();
+    uw_diff_t *d = calloc(1, sizeof(*d));
+    chain_t local = {.n = 3, .kind = {K_REC, K_FP, K_ALLOCA}, .depth = {3, 2, 1}};
+    chain_t lib = {.n = 2, .kind = {K_REC, K_NOFP_REC}, .depth = {2, 3}};
+    prof_unwind_stats_t s0 = stats_now();
+    uint64_t n = gen_reads_of_walks(&local, d, 20);
+    cr_assert_leq(n, 1, "20 walks of startup objects read the generation %llu times", (unsigned long long)n);
+    n = gen_reads_of_walks(&lib, d, 20);
+    cr_assert_eq(n, 20, "20 walks through a dlopen'd library read the generation %llu times", (unsigned long long)n);
+    cr_assert_eq(stats_now().giveups, s0.giveups);
+    free(d);
+}
+
 Test(prof_unwind, frames_of_cxx_code)
 {
     if (!cxx_available())

@@ -141,6 +141,7 @@ void prof_dump_postfork_child(void);
 
 bool prof_boot(void)
 {
+    prof_unwind_count_startup_objects();
     extent_pool_init(&sampled_pool, ARENAS_MAX, true);
     prof_lg_sample = opt_lg_prof_sample;
     prof_gdump_on = opt_prof && opt_prof_gdump;
@@ -399,7 +400,7 @@ bool prof_residency_collect(void)
  * the run cache, the live list. */
 void prof_prefork(void)
 {
-    prof_bt_prefork();
+    prof_unwind_prefork();
     ma_mutex_prefork(&active_lock);
     prof_dump_prefork();
     prof_table_prefork();
@@ -416,7 +417,7 @@ void prof_postfork_parent(void)
     prof_table_postfork_parent();
     prof_dump_postfork_parent();
     ma_mutex_postfork_parent(&active_lock);
-    prof_bt_postfork_parent();
+    prof_unwind_postfork_parent();
 }
 
 void prof_postfork_child(void)
@@ -428,5 +429,4 @@ void prof_postfork_child(void)
     prof_dump_postfork_child();
     prof_unwind_postfork_child();
     ma_mutex_postfork_child(&active_lock);
-    prof_bt_postfork_child();
 }

@@ -95,10 +95,6 @@ void prof_free_sampled(void *p, extent_t *e);
 /* Backtrace of the current thread starting at from's frame; returns the
  * number of frames written (at most max). */
 unsigned prof_backtrace(void **frames, unsigned max, const prof_bt_start_t *from);
-/* Fork: no walk may be in progress (see prof_bt.c). */
-void prof_bt_prefork(void);
-void prof_bt_postfork_parent(void);
-void prof_bt_postfork_child(void);
 
 /* Dumps, in the current prof_format. filename NULL:
  * <prefix>.<pid>.<seq>.<kind>.<suffix> (suffix heap, pb.gz, folded or svg).

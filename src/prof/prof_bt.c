@@ -117,47 +117,10 @@ static MA_NOINLINE int bt_fp(void **buf, int max)
     return n;
 }
 
-/*
- * Walks and fork. Unwinding calls dl_iterate_phdr (ours for the loader's
- * generation and new rules; libgcc's on a glibc without _dl_find_object),
- * which holds the loader's lock, and glibc's fork does not take that lock:
- * a fork while another thread was walking left it held in the child, whose
- * first sample then waited for it forever. So a walk counts itself in, and
- * the fork handler waits until no walk is in progress, holding new ones
- * back until the fork is done. (Dekker: each side writes its word with a
- * full barrier, then reads the other's.)
- */
-static uint32_t bt_walking; /* walks in progress */
-static uint32_t bt_forking; /* a fork is being prepared */
+/* Walks that may enter the loader (libgcc's, backtrace()) hold fork back
+ * while they run (prof_unwind.h, prof_unwind_loader_enter); ours enters
+ * only around its own dl_iterate_phdr calls, the frame-pointer walk never. */
 
-static void bt_enter(void)
-{
-    for (;;) {
-        while (__atomic_load_n(&bt_forking, __ATOMIC_SEQ_CST))
-            ma_cpu_pause();
-        __atomic_fetch_add(&bt_walking, 1, __ATOMIC_SEQ_CST);
-        if (!__atomic_load_n(&bt_forking, __ATOMIC_SEQ_CST))
-            return;
-        __atomic_fetch_sub(&bt_walking, 1, __ATOMIC_SEQ_CST);
-    }
-}
-
-static void bt_leave(void) { __atomic_fetch_sub(&bt_walking, 1, __ATOMIC_RELEASE); }
-
-void prof_bt_prefork(void)
-{
-    __atomic_store_n(&bt_forking, 1, __ATOMIC_SEQ_CST);
-    while (__atomic_load_n(&bt_walking, __ATOMIC_SEQ_CST) != 0)
-        ma_cpu_pause();
-}
-
-void prof_bt_postfork_parent(void) { __atomic_store_n(&bt_forking, 0, __ATOMIC_RELEASE); }
-
-void prof_bt_postfork_child(void)
-{
-    bt_walking = 0;
-    bt_forking = 0;
-}
 
 unsigned prof_backtrace(void **frames, unsigned max, const prof_bt_start_t *from)
 {
@@ -167,17 +130,20 @@ unsigned prof_backtrace(void **frames, unsigned max, const prof_bt_start_t *from
         max = PROF_BT_MAX_LIMIT;
     int cap = (int)max + PROF_BT_SKIP_MAX;
     unsigned kind = opt_prof_bt;
-    bt_enter();
     if (kind == PROF_BT_GCC && from->sp != 0) {
         int n = prof_unwind_backtrace_from(frames, (int)max, (uintptr_t)caller, from->sp, from->bp);
-        if (n >= 0) {
-            bt_leave();
+        if (n >= 0)
             return (unsigned)n;
-        }
         kind = PROF_BT_LIBGCC; /* it gave up on one of the program's frames: libgcc walks the stack */
     }
-    int n = kind == PROF_BT_FP ? bt_fp(buf, cap) : kind == PROF_BT_LIBGCC ? bt_libgcc(buf, cap) : bt_gcc(buf, cap);
-    bt_leave();
+    int n;
+    if (kind == PROF_BT_FP) {
+        n = bt_fp(buf, cap);
+    } else {
+        prof_unwind_loader_enter();
+        n = kind == PROF_BT_LIBGCC ? bt_libgcc(buf, cap) : bt_gcc(buf, cap);
+        prof_unwind_loader_leave();
+    }
     int start = -1;
     for (int i = 0; i < n && i < PROF_BT_SKIP_MAX; i++) {
         if (buf[i] == caller) {

@@ -21,9 +21,15 @@
  *
  * Libraries come and go: each entry carries the loader's generation
  * (dlpi_adds + dlpi_subs, both only ever grow) it was derived under, and
- * a walk reads the current one first (one dl_iterate_phdr call that stops
- * at the first object). An entry from another generation is a miss, so a
- * library mapped where an unloaded one was gets rules of its own. Rules
+ * an entry from another generation is a miss, so a library mapped where an
+ * unloaded one was gets rules of its own. Reading the generation is a
+ * dl_iterate_phdr call (the loader's lock, ~150 instructions: a third of
+ * a warm walk), so a walk reads it only when it meets a rule that needs
+ * it: rules of the objects loaded at startup (the program, its libraries,
+ * LD_PRELOAD; listed first in the loader's list, counted when the
+ * allocator initialises, before anything could have been dlopen'd: dlopen
+ * allocates) are marked permanent, since glibc never unloads those, and
+ * hold in every generation. Rules
  * are derived inside dl_iterate_phdr's callback, i.e. under the loader's
  * lock: the .eh_frame being read cannot be unmapped meanwhile. A hit reads
  * no unwind table at all, only the stack.
@@ -39,8 +45,9 @@
 #include "prof_unwind.h"
 
 #include "../common/common.h"
+#include "../common/mutex.h"
 
-static uint64_t pu_nderived, pu_ngiveup, pu_nscans, pu_nfrom;
+static uint64_t pu_nderived, pu_ngiveup, pu_nscans, pu_nfrom, pu_ngen_reads;
 
 void prof_unwind_stats_get(prof_unwind_stats_t *out)
 {
@@ -48,7 +55,57 @@ void prof_unwind_stats_get(prof_unwind_stats_t *out)
     out->giveups = ma_load_relaxed(&pu_ngiveup);
     out->scans = ma_load_relaxed(&pu_nscans);
     out->from_frame = ma_load_relaxed(&pu_nfrom);
+    out->gen_reads = ma_load_relaxed(&pu_ngen_reads);
 }
+
+/*
+ * Walks and fork. Unwinding calls dl_iterate_phdr (ours for the loader's
+ * generation and new rules; libgcc's on a glibc without _dl_find_object),
+ * which holds the loader's lock, and glibc's fork does not take that lock:
+ * a fork while another thread was in it left it held in the child, whose
+ * first sample then waited for it forever. So whoever may enter the loader
+ * counts itself in, and the fork handler waits until nobody is in,
+ * holding newcomers back until the fork is done. (Dekker: each side writes
+ * its word with a full barrier, then reads the other's.) A warm walk of
+ * ours never enters: it costs no atomic operation.
+ */
+static uint32_t pu_in_loader; /* callers between enter and leave */
+static uint32_t pu_forking;   /* a fork is being prepared */
+
+void prof_unwind_loader_enter(void)
+{
+    for (;;) {
+        while (__atomic_load_n(&pu_forking, __ATOMIC_SEQ_CST))
+            ma_cpu_pause();
+        __atomic_fetch_add(&pu_in_loader, 1, __ATOMIC_SEQ_CST);
+        if (!__atomic_load_n(&pu_forking, __ATOMIC_SEQ_CST))
+            return;
+        __atomic_fetch_sub(&pu_in_loader, 1, __ATOMIC_SEQ_CST);
+    }
+}
+
+void prof_unwind_loader_leave(void) { __atomic_fetch_sub(&pu_in_loader, 1, __ATOMIC_RELEASE); }
+
+void prof_unwind_prefork(void)
+{
+    __atomic_store_n(&pu_forking, 1, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(&pu_in_loader, __ATOMIC_SEQ_CST) != 0)
+        ma_cpu_pause();
+}
+
+void prof_unwind_postfork_parent(void) { __atomic_store_n(&pu_forking, 0, __ATOMIC_RELEASE); }
+
+static void pu_cache_postfork_child(void);
+
+void prof_unwind_postfork_child(void)
+{
+    pu_in_loader = 0;
+    pu_forking = 0;
+    pu_cache_postfork_child();
+}
+
+#define pu_loader_enter prof_unwind_loader_enter
+#define pu_loader_leave prof_unwind_loader_leave
 
 #if defined(__x86_64__) && defined(__linux__)
 
@@ -68,11 +125,14 @@ void prof_unwind_stats_get(prof_unwind_stats_t *out)
  * Rules, packed into a word (0: none).
  *   bits 0-2    kind (enum prof_unwind_kind)
  *   bit 3       rbp saved
+ *   bit 4       permanent: of an object loaded at startup (valid in every
+ *               loader generation)
  *   bits 16-31  saved rbp's offset from the CFA (int16)
  *   bits 32-63  CFA offset from rsp or rbp (int32)
  */
 #define PU_KIND_MASK 7u
 #define PU_RBP_SAVED 8u
+#define PU_PERMANENT 16u
 
 static inline uint64_t pu_pack(unsigned kind, bool rbp_saved, int16_t rbp_off, int32_t cfa_off)
 {
@@ -117,7 +177,11 @@ static inline pu_set_t *pu_set_of(uintptr_t key)
     return &pu_cache[((uint64_t)key * 0x9e3779b97f4a7c15ull) >> (64 - PU_LG_SETS)];
 }
 
-static inline uint64_t pu_cache_get(uintptr_t key, uint32_t gen)
+#define PU_GEN_LAZY UINT64_MAX /* no 32-bit generation equals it */
+
+/* gen: the loader's generation (its low 32 bits), or PU_GEN_LAZY (not read yet: only
+ * permanent rules hit). */
+static inline uint64_t pu_cache_get(uintptr_t key, uint64_t gen)
 {
     pu_set_t *s = pu_set_of(key);
     for (unsigned w = 0; w < PU_WAYS; w++) {
@@ -127,7 +191,8 @@ static inline uint64_t pu_cache_get(uintptr_t key, uint32_t gen)
         uint32_t g = __atomic_load_n(&e->gen, __ATOMIC_RELAXED);
         uint64_t r = __atomic_load_n(&e->rule, __ATOMIC_RELAXED);
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        if (k == key && g == gen && (q & 1) == 0 && __atomic_load_n(&e->seq, __ATOMIC_RELAXED) == q)
+        if (k == key && (g == gen || (r & PU_PERMANENT)) && (q & 1) == 0 &&
+            __atomic_load_n(&e->seq, __ATOMIC_RELAXED) == q)
             return r;
     }
     return 0;
@@ -144,7 +209,8 @@ static void pu_cache_put(uintptr_t key, uint32_t gen, uint64_t rule)
     }
     for (w = 0; w < PU_WAYS && pick == PU_WAYS; w++) {
         pu_entry_t *e = &s->way[w];
-        if (__atomic_load_n(&e->rule, __ATOMIC_RELAXED) == 0 || __atomic_load_n(&e->gen, __ATOMIC_RELAXED) != gen)
+        uint64_t r = __atomic_load_n(&e->rule, __ATOMIC_RELAXED);
+        if (r == 0 || (!(r & PU_PERMANENT) && __atomic_load_n(&e->gen, __ATOMIC_RELAXED) != gen))
             pick = w;
     }
     if (pick == PU_WAYS)
@@ -160,7 +226,7 @@ static void pu_cache_put(uintptr_t key, uint32_t gen, uint64_t rule)
     __atomic_store_n(&e->seq, q + 2, __ATOMIC_RELEASE);
 }
 
-void prof_unwind_postfork_child(void)
+static void pu_cache_postfork_child(void)
 {
     for (unsigned i = 0; i < PU_NSETS; i++) {
         for (unsigned w = 0; w < PU_WAYS; w++) {
@@ -669,20 +735,49 @@ static int pu_gen_cb(struct dl_phdr_info *info, size_t size, void *arg)
     return 1;
 }
 
+/* The current generation, low 32 bits (as cached), or PU_GEN_UNKNOWN. */
+static MA_NOINLINE uint64_t pu_gen_read(void)
+{
+    uint64_t gen = PU_GEN_UNKNOWN;
+    ma_fetch_add(&pu_ngen_reads, 1);
+    pu_loader_enter();
+    dl_iterate_phdr(pu_gen_cb, &gen);
+    pu_loader_leave();
+    return gen == PU_GEN_UNKNOWN ? gen : (uint32_t)gen;
+}
+
+/* Objects loaded at startup: the first pu_nstartup of the loader's list
+ * (dl_iterate_phdr lists the caller's namespace in load order, and glibc
+ * never unloads them, so they keep their places). 0 until counted. */
+static unsigned pu_nstartup;
+
+static int pu_count_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)info;
+    (void)size;
+    ++*(unsigned *)arg;
+    return 0;
+}
+
+void prof_unwind_count_startup_objects(void)
+{
+    unsigned n = 0;
+    dl_iterate_phdr(pu_count_cb, &n);
+    ma_store_release(&pu_nstartup, n);
+}
+
 typedef struct pu_find {
     uintptr_t addr;
     uint64_t rule;
     uint64_t gen;
-    bool have_gen;
+    unsigned index; /* of the object being looked at, in the loader's list */
 } pu_find_t;
 
 static int pu_find_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
     pu_find_t *f = arg;
-    if (!f->have_gen) {
-        f->have_gen = true;
+    if (f->index++ == 0)
         f->gen = pu_info_gen(info, size);
-    }
     const ElfW(Phdr) *eh = NULL;
     bool inside = false;
     for (int i = 0; i < info->dlpi_phnum; i++) {
@@ -695,14 +790,18 @@ static int pu_find_cb(struct dl_phdr_info *info, size_t size, void *arg)
     if (!inside)
         return 0;
     f->rule = eh != NULL ? pu_derive_in(info, info->dlpi_addr + eh->p_vaddr, f->addr) : PU_RULE_GIVEUP;
+    if (f->index <= ma_load_acquire(&pu_nstartup) && pu_kind(f->rule) != PROF_UNWIND_GIVEUP)
+        f->rule |= PU_PERMANENT;
     return 1;
 }
 
 /* Derive (and cache) the rule at addr. */
 static MA_NOINLINE uint64_t pu_derive(uintptr_t addr)
 {
-    pu_find_t f = {addr, PU_RULE_GIVEUP, PU_GEN_UNKNOWN, false};
+    pu_find_t f = {addr, PU_RULE_GIVEUP, PU_GEN_UNKNOWN, 0};
+    pu_loader_enter();
     dl_iterate_phdr(pu_find_cb, &f);
+    pu_loader_leave();
     ma_fetch_add(&pu_nderived, 1);
     if (f.gen != PU_GEN_UNKNOWN)
         pu_cache_put(addr, (uint32_t)f.gen, f.rule);
@@ -843,15 +942,19 @@ static int pu_walk(void **buf, int cap, uintptr_t ip, uintptr_t sp, uintptr_t bp
     const uintptr_t lo = sp, hi = pu_stack_top(sp);
     if (hi == 0)
         return pu_giveup();
-    uint64_t gen = PU_GEN_UNKNOWN;
-    dl_iterate_phdr(pu_gen_cb, &gen);
-    if (gen == PU_GEN_UNKNOWN)
-        return pu_giveup();
+    uint64_t gen = PU_GEN_LAZY;
     int n = 0;
     while (ip != 0 && n < cap) {
         buf[n++] = (void *)ip;
         uintptr_t key = ip - 1;
-        uint64_t rule = pu_cache_get(key, (uint32_t)gen);
+        uint64_t rule = pu_cache_get(key, gen);
+        if (unlikely(rule == 0) && gen == PU_GEN_LAZY) {
+            /* Not a startup object's (or not cached yet): its rule holds
+             * only in the generation it was derived in. */
+            if ((gen = pu_gen_read()) == PU_GEN_UNKNOWN)
+                return pu_giveup();
+            rule = pu_cache_get(key, gen);
+        }
         if (unlikely(rule == 0))
             rule = pu_derive(key);
         unsigned kind = pu_kind(rule);
@@ -917,7 +1020,9 @@ int prof_unwind_backtrace(void **buf, int cap)
     return -1;
 }
 
-void prof_unwind_postfork_child(void) {}
+static void pu_cache_postfork_child(void) {}
+
+void prof_unwind_count_startup_objects(void) {}
 
 int prof_unwind_backtrace_from(void **buf, int cap, uintptr_t ip, uintptr_t sp, uintptr_t bp)
 {

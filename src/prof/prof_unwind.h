@@ -42,8 +42,22 @@ void prof_unwind_boot(void);
  * as above. */
 int prof_unwind_backtrace_from(void **buf, int cap, uintptr_t ip, uintptr_t sp, uintptr_t bp);
 
-/* In the child after fork: entries another thread was writing at the
- * fork are emptied (their writer does not exist here). */
+/* At the allocator's initialisation (before anything could have been
+ * dlopen'd: dlopen allocates): how many objects the loader lists, those
+ * loaded at startup, which are never unloaded and whose rules are cached
+ * for good. */
+void prof_unwind_count_startup_objects(void);
+
+/* Around any call that may take the loader's lock (dl_iterate_phdr,
+ * libgcc's unwinder): fork waits until nobody is inside (see the .c). */
+void prof_unwind_loader_enter(void);
+void prof_unwind_loader_leave(void);
+
+/* Fork: prepare waits for callers inside the loader; in the child, entries
+ * another thread was writing at the fork are emptied (their writer does
+ * not exist here). */
+void prof_unwind_prefork(void);
+void prof_unwind_postfork_parent(void);
 void prof_unwind_postfork_child(void);
 
 /* Counters, relaxed (for tests and diagnostics). */
@@ -52,6 +66,7 @@ typedef struct prof_unwind_stats {
     uint64_t giveups;    /* stacks handed to libgcc */
     uint64_t scans;      /* stack-bound look-ups (/proc/self/maps) */
     uint64_t from_frame; /* walks started at a given frame (..._from) */
+    uint64_t gen_reads;  /* walks that read the loader's generation */
 } prof_unwind_stats_t;
 void prof_unwind_stats_get(prof_unwind_stats_t *out);
 
