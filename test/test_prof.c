@@ -1412,7 +1412,7 @@ Test(prof, large_sampled_objects_stay_in_their_arena_and_are_only_marked)
 typedef struct cost_job {
     size_t n;
     size_t rss_growth;
-    size_t active_growth;
+    size_t active_growth, allocated_growth;
     size_t allocated, active, mapped;
     uint64_t sampled;
 } cost_job_t;
@@ -1429,7 +1429,7 @@ static void *cost_job(void *arg)
 {
     cost_job_t *j = arg;
     void **keep = calloc(j->n, sizeof(void *));
-    size_t rss0 = tu_rss_bytes(), active0 = stats_now("stats.active");
+    size_t rss0 = tu_rss_bytes(), active0 = stats_now("stats.active"), allocated0 = stats_now("stats.allocated");
     for (size_t i = 0; i < j->n; i++) {
         keep[i] = malloc(16);
         *(volatile char *)keep[i] = 1; /* make its page resident */
@@ -1438,6 +1438,7 @@ static void *cost_job(void *arg)
     j->rss_growth = tu_rss_bytes() - rss0;
     j->active_growth = stats_now("stats.active") - active0;
     j->allocated = stats_now("stats.allocated");
+    j->allocated_growth = j->allocated - allocated0;
     j->active = stats_now("stats.active");
     j->mapped = stats_now("stats.mapped");
     for (size_t i = 0; i < j->n; i++)
@@ -1471,6 +1472,9 @@ Test(prof, stats_count_the_pages_of_sampled_objects)
               j.active_growth, j.n, (size_t)PAGE, want);
     cr_assert_geq(j.mapped, j.active, "stats.mapped %zu < stats.active %zu", j.mapped, j.active);
     cr_assert_leq(j.allocated, j.active, "stats.allocated %zu > stats.active %zu", j.allocated, j.active);
+    /* Each sampled object counts its usable size (16), not its page. */
+    cr_assert_eq(j.allocated_growth, j.n * sc_s2u(16), "stats.allocated grew by %zu bytes for %zu live sampled 16-byte objects",
+                 j.allocated_growth, j.n);
 }
 
 /* A freed sampled run is kept for the next sample of its page count (the

@@ -521,7 +521,7 @@ static int h_prof_nskipped(ctl_req_t *r, ctl_val_t *out)
 static int h_prof_nsamples(ctl_req_t *r, ctl_val_t *out)
 {
     (void)r;
-    out->u64 = ma_load_relaxed(&prof_nsamples);
+    out->u64 = prof_nsamples_get();
     return 0;
 }
 

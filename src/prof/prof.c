@@ -35,7 +35,6 @@ bool prof_active;
 unsigned prof_lg_sample = 19;
 bool prof_gdump_on;
 uint64_t prof_nskipped;
-uint64_t prof_nsamples;
 unsigned prof_format = PROF_FORMAT_TEXT;
 
 /* The sampled region: small sampled objects get page runs here. Its chunks
@@ -43,16 +42,9 @@ unsigned prof_format = PROF_FORMAT_TEXT;
  * native pages of its own (residency is measurable per sample) without a
  * madvise per page (which would split VMAs). */
 static extent_pool_t sampled_pool;
-static size_t sampled_small_bytes;
+static size_t unrecorded_small_bytes; /* of samples the table could not record (rare) */
 static bool bt_warm;
 static ma_mutex_t active_lock = MA_MUTEX_INITIALIZER;
-
-/* Live sampled extents (those with a record), for residency: linked
- * through lru_prev / lru_next, which the extent layer uses only while an
- * extent is free; unlinked before the extent is freed. */
-static ma_mutex_t live_lock = MA_MUTEX_INITIALIZER;
-static extent_t *live_head;
-static size_t live_count;
 
 /*
  * Freed sampled page runs, kept for the next sample of the same page
@@ -199,56 +191,39 @@ void *prof_alloc_sampled(arena_t *arena, size_t usize, size_t align, bool zero, 
         p = (void *)e->addr;
         if (zero && !zeroed)
             memset(p, 0, usize);
-        ma_fetch_add(&sampled_small_bytes, usize);
     } else {
         p = arena_malloc_large(arena, usize, MA_MAX(align, PAGE), zero);
         if (p == NULL)
             return NULL;
         e = rtree_elm_extent(rtree_lookup((uintptr_t)p));
     }
-    prof_rec_t *rec = prof_table_record(frames, depth, szind, ma_load_acquire(&prof_lg_sample));
-    if (rec == NULL)
+    const size_t small_bytes = usize <= SC_SMALL_MAXCLASS ? usize : 0;
+    /* Sets e->prof and links e into the live list (residency), or leaves
+     * e->prof NULL. */
+    e->prof = NULL;
+    if (prof_table_record(frames, depth, szind, ma_load_acquire(&prof_lg_sample), e, small_bytes) == NULL) {
         ma_fetch_add(&prof_nskipped, 1);
-    else
-        ma_fetch_add(&prof_nsamples, 1);
+        ma_fetch_add(&unrecorded_small_bytes, small_bytes);
+    }
     /* Marked sampled either way: free must come back here for small ones. */
     e->sampled = true;
-    e->prof = rec;
     extent_set_szind(e, szind, RTREE_SAMPLED);
-    if (rec != NULL) {
-        ma_mutex_lock(&live_lock);
-        e->lru_prev = NULL;
-        e->lru_next = live_head;
-        if (live_head != NULL)
-            live_head->lru_prev = e;
-        live_head = e;
-        live_count++;
-        ma_mutex_unlock(&live_lock);
-    }
     return p;
 }
+
+uint64_t prof_nsamples_get(void) { return prof_table_sums().nsamples; }
 
 void prof_free_sampled(void *p, extent_t *e)
 {
     (void)p;
-    prof_rec_t *rec = e->prof;
-    if (rec != NULL) {
-        ma_mutex_lock(&live_lock);
-        if (e->lru_prev != NULL)
-            e->lru_prev->lru_next = e->lru_next;
-        else
-            live_head = e->lru_next;
-        if (e->lru_next != NULL)
-            e->lru_next->lru_prev = e->lru_prev;
-        e->lru_prev = e->lru_next = NULL;
-        live_count--;
-        ma_mutex_unlock(&live_lock);
-        prof_table_unrecord(rec);
-    }
-    if (e->pool == &sampled_pool) {
-        ma_fetch_sub(&sampled_small_bytes, sc_index2size(e->szind));
+    const bool small = e->pool == &sampled_pool;
+    const size_t small_bytes = small ? sc_index2size(e->szind) : 0;
+    if (e->prof != NULL)
+        prof_table_unrecord(e, small_bytes);
+    else if (small)
+        ma_fetch_sub(&unrecorded_small_bytes, small_bytes);
+    if (small) {
         e->sampled = false;
-        e->prof = NULL;
         if (!run_cache_put(e))
             extent_dalloc(&sampled_pool, e);
     } else {
@@ -281,7 +256,7 @@ void prof_region_stats(prof_region_t *out)
     out->retained_pages = sampled_pool.retained.npages;
     out->mapped = sampled_pool.stats.mapped;
     ma_mutex_unlock(&sampled_pool.lock);
-    out->allocated = ma_load_relaxed(&sampled_small_bytes);
+    out->allocated = prof_table_sums().small_bytes + ma_load_relaxed(&unrecorded_small_bytes);
 }
 
 typedef struct totals_arg {
@@ -308,7 +283,7 @@ void prof_totals_get(prof_totals_t *t)
     memset(t, 0, sizeof(*t));
     totals_arg_t a = {t};
     prof_table_foreach(totals_visit, &a);
-    t->sampled_small_bytes = ma_load_relaxed(&sampled_small_bytes);
+    t->sampled_small_bytes = prof_table_sums().small_bytes + ma_load_relaxed(&unrecorded_small_bytes);
 }
 
 /* ---------------------------------------------------------------------
@@ -339,6 +314,21 @@ static void resid_zero_visit(const prof_stack_t *s, void *arg)
 
 #define PAGEMAP_WINDOW 512
 
+typedef struct resid_copy {
+    resid_obj_t *v;
+    size_t n, cap;
+    bool overflow;
+} resid_copy_t;
+
+static void resid_copy_visit(const extent_t *e, void *arg)
+{
+    resid_copy_t *c = arg;
+    if (c->n < c->cap)
+        c->v[c->n++] = (resid_obj_t){e->addr, sc_index2size(e->szind), e->prof};
+    else
+        c->overflow = true;
+}
+
 bool prof_residency_collect(void)
 {
     prof_table_foreach(resid_zero_visit, NULL);
@@ -351,19 +341,16 @@ bool prof_residency_collect(void)
     size_t n = 0;
     /* Copy the list under the lock (no system call while it is held). */
     for (int attempt = 0; attempt < 4; attempt++) {
-        size_t cap = ma_load_relaxed(&live_count) + 256 + ((size_t)attempt << 12);
-        v = prof_scratch_alloc(&sc, cap * sizeof(resid_obj_t));
-        if (v == NULL)
+        resid_copy_t c = {NULL, 0, prof_table_sums().nlive + 256 + ((size_t)attempt << 12), false};
+        c.v = prof_scratch_alloc(&sc, c.cap * sizeof(resid_obj_t));
+        if (c.v == NULL)
             break;
-        ma_mutex_lock(&live_lock);
-        bool fits = live_count <= cap;
-        if (fits) {
-            for (extent_t *e = live_head; e != NULL; e = e->lru_next)
-                v[n++] = (resid_obj_t){e->addr, sc_index2size(e->szind), e->prof};
-        }
-        ma_mutex_unlock(&live_lock);
-        if (fits)
+        prof_table_live_foreach(resid_copy_visit, &c);
+        v = c.v;
+        n = c.n;
+        if (!c.overflow)
             break;
+        n = 0; /* more than cap were live: again with room for more */
     }
     prof_sort(v, n, sizeof(resid_obj_t), resid_cmp, NULL);
     uint64_t os_page = pages_os_page_size();
@@ -397,7 +384,7 @@ bool prof_residency_collect(void)
 }
 
 /* Lock order: active, dump, table stripes, weights, the sampled region,
- * the run cache, the live list. */
+ * the run cache. */
 void prof_prefork(void)
 {
     prof_unwind_prefork();
@@ -406,12 +393,10 @@ void prof_prefork(void)
     prof_table_prefork();
     extent_pool_prefork(&sampled_pool);
     ma_mutex_prefork(&run_cache.lock);
-    ma_mutex_prefork(&live_lock);
 }
 
 void prof_postfork_parent(void)
 {
-    ma_mutex_postfork_parent(&live_lock);
     ma_mutex_postfork_parent(&run_cache.lock);
     extent_pool_postfork_parent(&sampled_pool);
     prof_table_postfork_parent();
@@ -422,7 +407,6 @@ void prof_postfork_parent(void)
 
 void prof_postfork_child(void)
 {
-    ma_mutex_postfork_child(&live_lock);
     ma_mutex_postfork_child(&run_cache.lock);
     extent_pool_postfork_child(&sampled_pool);
     prof_table_postfork_child();

@@ -60,7 +60,7 @@ extern bool prof_active;              /* sampling on (prof.active) */
 extern unsigned prof_lg_sample;       /* current R (prof.lg_sample) */
 extern bool prof_gdump_on;            /* prof.gdump */
 extern uint64_t prof_nskipped;        /* samples that could not be recorded */
-extern uint64_t prof_nsamples;        /* samples recorded */
+uint64_t prof_nsamples_get(void);     /* samples recorded */
 extern unsigned prof_format;          /* format of every dump (prof.format) */
 
 /* Under the init lock: options into state, tables, the sampled region. */

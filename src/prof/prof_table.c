@@ -16,10 +16,26 @@
  * cache misses. A record's bucket is in its stack's stripe. */
 static prof_stack_t *buckets[PROF_NBUCKETS];
 static prof_rec_t *rec_buckets[PROF_NBUCKETS];
-static ma_mutex_t stripes[PROF_NSTRIPES]; /* zero: unlocked */
 static base_cache_t rec_records = BASE_CACHE_INIT(prof_rec_t);
 
-static ma_mutex_t *stripe_of(uint64_t hash)
+/* A stripe: the lock of its buckets, and what a sample would otherwise
+ * update under locks and atomics of its own: the live sampled extents of
+ * its stacks (for residency; linked through lru_prev / lru_next, which the
+ * extent layer uses only while an extent is free), their count, the
+ * samples recorded and the usable bytes of those with a page run of their
+ * own. Sums over the stripes are read without the locks. One cache line
+ * each: threads sampling different stacks do not share one. */
+typedef struct prof_stripe {
+    ma_mutex_t lock;
+    extent_t *live;
+    size_t nlive;
+    uint64_t nsamples;
+    size_t small_bytes;
+} MA_ALIGNED(MA_CACHELINE) prof_stripe_t;
+
+static prof_stripe_t stripes[PROF_NSTRIPES]; /* zero: unlocked, empty */
+
+static prof_stripe_t *stripe_of(uint64_t hash)
 {
     return &stripes[(hash & (PROF_NBUCKETS - 1)) % PROF_NSTRIPES];
 }
@@ -84,11 +100,13 @@ static unsigned rec_bucket(uint64_t h, unsigned szind, unsigned lg_sample)
     return (unsigned)((((k >> 32) / PROF_NSTRIPES) * PROF_NSTRIPES + stripe) & (PROF_NBUCKETS - 1));
 }
 
-prof_rec_t *prof_table_record(void *const *frames, unsigned depth, unsigned szind, unsigned lg_sample)
+prof_rec_t *prof_table_record(void *const *frames, unsigned depth, unsigned szind, unsigned lg_sample,
+                              extent_t *e, size_t small_bytes)
 {
     uint64_t h = stack_hash(frames, depth);
     prof_rec_t **rbucket = &rec_buckets[rec_bucket(h, szind, lg_sample)];
-    ma_mutex_t *lock = stripe_of(h);
+    prof_stripe_t *st = stripe_of(h);
+    ma_mutex_t *lock = &st->lock;
     ma_mutex_lock(lock);
     prof_rec_t *r = *rbucket;
     while (r != NULL && !(r->szind == szind && r->lg_sample == lg_sample && stack_is(r->stack, h, frames, depth)))
@@ -124,6 +142,15 @@ found:
     peak_save(r);
     r->live++;
     r->accum++;
+    e->prof = r;
+    e->lru_prev = NULL;
+    e->lru_next = st->live;
+    if (st->live != NULL)
+        st->live->lru_prev = e;
+    st->live = e;
+    st->nlive++;
+    st->nsamples++;
+    st->small_bytes += small_bytes;
     ma_mutex_unlock(lock);
     peak_add(r->wbytes);
     return r;
@@ -132,20 +159,53 @@ fail:
     return NULL;
 }
 
-void prof_table_unrecord(prof_rec_t *rec)
+void prof_table_unrecord(extent_t *e, size_t small_bytes)
 {
-    ma_mutex_t *lock = stripe_of(rec->stack->hash);
-    ma_mutex_lock(lock);
+    prof_rec_t *rec = e->prof;
+    prof_stripe_t *st = stripe_of(rec->stack->hash);
+    ma_mutex_lock(&st->lock);
     peak_save(rec);
     rec->live--;
-    ma_mutex_unlock(lock);
+    if (e->lru_prev != NULL)
+        e->lru_prev->lru_next = e->lru_next;
+    else
+        st->live = e->lru_next;
+    if (e->lru_next != NULL)
+        e->lru_next->lru_prev = e->lru_prev;
+    e->lru_prev = e->lru_next = NULL;
+    e->prof = NULL;
+    st->nlive--;
+    st->small_bytes -= small_bytes;
+    ma_mutex_unlock(&st->lock);
     ma_fetch_sub(&prof_live_bytes, rec->wbytes);
+}
+
+void prof_table_live_foreach(prof_live_visit_fn *fn, void *arg)
+{
+    for (unsigned i = 0; i < PROF_NSTRIPES; i++) {
+        prof_stripe_t *st = &stripes[i];
+        ma_mutex_lock(&st->lock);
+        for (const extent_t *e = st->live; e != NULL; e = e->lru_next)
+            fn(e, arg);
+        ma_mutex_unlock(&st->lock);
+    }
+}
+
+prof_table_sums_t prof_table_sums(void)
+{
+    prof_table_sums_t t = {0, 0, 0};
+    for (unsigned i = 0; i < PROF_NSTRIPES; i++) {
+        t.nlive += ma_load_relaxed(&stripes[i].nlive);
+        t.nsamples += ma_load_relaxed(&stripes[i].nsamples);
+        t.small_bytes += ma_load_relaxed(&stripes[i].small_bytes);
+    }
+    return t;
 }
 
 void prof_table_foreach(prof_visit_fn *fn, void *arg)
 {
     for (unsigned st = 0; st < PROF_NSTRIPES; st++) {
-        ma_mutex_t *lock = &stripes[st];
+        ma_mutex_t *lock = &stripes[st].lock;
         ma_mutex_lock(lock);
         for (unsigned b = st; b < PROF_NBUCKETS; b += PROF_NSTRIPES)
             for (const prof_stack_t *s = buckets[b]; s != NULL; s = s->next)
@@ -214,7 +274,7 @@ void prof_weights_prepare(unsigned lg_sample)
 void prof_table_prefork(void)
 {
     for (unsigned i = 0; i < PROF_NSTRIPES; i++)
-        ma_mutex_prefork(&stripes[i]);
+        ma_mutex_prefork(&stripes[i].lock);
     ma_mutex_prefork(&weight_lock);
 }
 
@@ -222,12 +282,12 @@ void prof_table_postfork_parent(void)
 {
     ma_mutex_postfork_parent(&weight_lock);
     for (unsigned i = 0; i < PROF_NSTRIPES; i++)
-        ma_mutex_postfork_parent(&stripes[i]);
+        ma_mutex_postfork_parent(&stripes[i].lock);
 }
 
 void prof_table_postfork_child(void)
 {
     ma_mutex_postfork_child(&weight_lock);
     for (unsigned i = 0; i < PROF_NSTRIPES; i++)
-        ma_mutex_postfork_child(&stripes[i]);
+        ma_mutex_postfork_child(&stripes[i].lock);
 }

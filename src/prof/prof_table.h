@@ -47,10 +47,26 @@ struct prof_rec {
     uint64_t resident, swapped;
 };
 
-/* Count one sampled object; NULL when metadata memory is exhausted. */
-prof_rec_t *prof_table_record(void *const *frames, unsigned depth, unsigned szind, unsigned lg_sample);
-/* Its free. */
-void prof_table_unrecord(prof_rec_t *rec);
+/* Count one sampled object, held by extent e, small_bytes its usable size
+ * if it has a page run of its own (0 if large): e is linked into the live
+ * list of its record's stripe and e->prof set. NULL when metadata memory
+ * is exhausted (e untouched). */
+prof_rec_t *prof_table_record(void *const *frames, unsigned depth, unsigned szind, unsigned lg_sample,
+                              extent_t *e, size_t small_bytes);
+/* Its free (e->prof non-NULL; small_bytes as recorded): unlinked, e->prof
+ * cleared. */
+void prof_table_unrecord(extent_t *e, size_t small_bytes);
+/* Visit every recorded live extent, each stripe's under its lock (the
+ * visitor must not allocate or take allocator locks). */
+typedef void prof_live_visit_fn(const extent_t *e, void *arg);
+void prof_table_live_foreach(prof_live_visit_fn *fn, void *arg);
+/* Sums over the stripes, read without their locks. */
+typedef struct prof_table_sums {
+    size_t nlive;        /* recorded live extents */
+    uint64_t nsamples;   /* samples recorded */
+    size_t small_bytes;  /* usable bytes of recorded live samples with runs of their own */
+} prof_table_sums_t;
+prof_table_sums_t prof_table_sums(void);
 
 /* Visit every stack under its stripe's lock (the visitor must not
  * allocate or take allocator locks). */
