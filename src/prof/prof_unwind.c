@@ -47,14 +47,17 @@
 #include "../common/common.h"
 #include "../common/mutex.h"
 
-static uint64_t pu_nderived, pu_ngiveup, pu_nscans, pu_nfrom, pu_ngen_reads;
+static uint64_t pu_nderived, pu_ngiveup, pu_nscans, pu_ngen_reads;
+/* Per thread: counted on every sample, where an atomic add costs as much
+ * as a frame of the walk. */
+static __thread uint64_t pu_nfrom __attribute__((tls_model("initial-exec")));
 
 void prof_unwind_stats_get(prof_unwind_stats_t *out)
 {
     out->derived = ma_load_relaxed(&pu_nderived);
     out->giveups = ma_load_relaxed(&pu_ngiveup);
     out->scans = ma_load_relaxed(&pu_nscans);
-    out->from_frame = ma_load_relaxed(&pu_nfrom);
+    out->from_frame = pu_nfrom;
     out->gen_reads = ma_load_relaxed(&pu_ngen_reads);
 }
 
@@ -997,7 +1000,7 @@ int prof_unwind_backtrace_from(void **buf, int cap, uintptr_t ip, uintptr_t sp, 
 {
     if ((sp & 7) != 0)
         return pu_giveup();
-    ma_fetch_add(&pu_nfrom, 1);
+    pu_nfrom++;
     return pu_walk(buf, cap, ip, sp, bp);
 }
 
