@@ -72,6 +72,11 @@ size_t ma_snprintf(char *buf, size_t size, const char *fmt, ...)
 /* Elementary functions without libm (src/common/math.c): natural log,
  * e^x - 1, and round-half-away-from-zero to an integer. */
 double ma_log(double x);
+/* log x for x positive, normal and finite, from a table (ma_math_boot fills
+ * it, at initialisation): no division, for the sampler's draw per sample.
+ * Error under 2^-51 * max(1, |log x|). */
+double ma_log_fast(double x);
+void ma_math_boot(void);
 double ma_expm1(double x);
 long long ma_llround(double x);
 

@@ -83,6 +83,7 @@ bool ma_init_hard(void)
                  "rebuild with make LG_PAGE=%u",
                  (size_t)PAGE, LG_PAGE, os_page, ma_lg_floor(os_page));
     conf_init();
+    ma_math_boot();
     ma_ncpus = count_cpus();
     /* Four arenas per CPU, as jemalloc: threads get arenas of their own up
      * to that many, and objects return to their own arena's slabs, so

@@ -61,9 +61,11 @@ uint64_t te_sample_wait(uint64_t *prng, unsigned lg_sample)
      * the floor(W)-th one ahead, so an allocation of Z bytes is sampled with
      * probability P(W < Z) = 1 - exp(-Z/R). */
     double u = (double)((te_prng_next(prng) >> 11) + 1) * (1.0 / 9007199254740992.0);
-    double w = -ma_log(u) * (double)((uint64_t)1 << lg_sample);
+    double w = -ma_log_fast(u) * (double)((uint64_t)1 << lg_sample);
     if (w >= 9.0e18)
         return (uint64_t)9e18;
+    if (!(w > 0)) /* u = 1, where the table log may round to -0 or a hair above */
+        return 1;
     return (uint64_t)w + 1;
 }
 
