@@ -120,8 +120,6 @@ static MA_NOINLINE int bt_fp(void **buf, int max)
 /* Walks that may enter the loader (libgcc's, backtrace()) hold fork back
  * while they run (prof_unwind.h, prof_unwind_loader_enter); ours enters
  * only around its own dl_iterate_phdr calls, the frame-pointer walk never. */
-
-
 unsigned prof_backtrace(void **frames, unsigned max, const prof_bt_start_t *from)
 {
     void *buf[PROF_BT_MAX_LIMIT + PROF_BT_SKIP_MAX];

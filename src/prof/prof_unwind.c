@@ -107,9 +107,6 @@ void prof_unwind_postfork_child(void)
     pu_cache_postfork_child();
 }
 
-#define pu_loader_enter prof_unwind_loader_enter
-#define pu_loader_leave prof_unwind_loader_leave
-
 #if defined(__x86_64__) && defined(__linux__)
 
 #include <elf.h>
@@ -743,9 +740,9 @@ static MA_NOINLINE uint64_t pu_gen_read(void)
 {
     uint64_t gen = PU_GEN_UNKNOWN;
     ma_fetch_add(&pu_ngen_reads, 1);
-    pu_loader_enter();
+    prof_unwind_loader_enter();
     dl_iterate_phdr(pu_gen_cb, &gen);
-    pu_loader_leave();
+    prof_unwind_loader_leave();
     return gen == PU_GEN_UNKNOWN ? gen : (uint32_t)gen;
 }
 
@@ -802,9 +799,9 @@ static int pu_find_cb(struct dl_phdr_info *info, size_t size, void *arg)
 static MA_NOINLINE uint64_t pu_derive(uintptr_t addr)
 {
     pu_find_t f = {addr, PU_RULE_GIVEUP, PU_GEN_UNKNOWN, 0};
-    pu_loader_enter();
+    prof_unwind_loader_enter();
     dl_iterate_phdr(pu_find_cb, &f);
-    pu_loader_leave();
+    prof_unwind_loader_leave();
     ma_fetch_add(&pu_nderived, 1);
     if (f.gen != PU_GEN_UNKNOWN)
         pu_cache_put(addr, (uint32_t)f.gen, f.rule);
