@@ -191,7 +191,7 @@ static inline uint64_t pu_cache_get(uintptr_t key, uint64_t gen)
         uint32_t g = __atomic_load_n(&e->gen, __ATOMIC_RELAXED);
         uint64_t r = __atomic_load_n(&e->rule, __ATOMIC_RELAXED);
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        if (k == key && (g == gen || (r & PU_PERMANENT)) && (q & 1) == 0 &&
+        if (k == key && ((r & PU_PERMANENT) || g == gen) && (q & 1) == 0 &&
             __atomic_load_n(&e->seq, __ATOMIC_RELAXED) == q)
             return r;
     }
@@ -934,50 +934,68 @@ static MA_NOINLINE int pu_giveup(void)
     return -1;
 }
 
+/* A rule and the generation it holds in (see pu_rule_miss). */
+typedef struct pu_lookup {
+    uint64_t rule, gen;
+} pu_lookup_t;
+
+/* The rule for key when the cache has none valid in generation gen: read
+ * the loader's generation once per walk (only a frame that is not a
+ * startup object's needs it), look again, else derive the rule. Out of
+ * line, and returning both words in registers, so that the walk's loop
+ * keeps its values in registers. */
+static MA_NOINLINE pu_lookup_t pu_rule_miss(uintptr_t key, uint64_t gen)
+{
+    if (gen == PU_GEN_LAZY) {
+        if ((gen = pu_gen_read()) == PU_GEN_UNKNOWN)
+            return (pu_lookup_t){PU_RULE_GIVEUP, gen};
+        uint64_t rule = pu_cache_get(key, gen);
+        if (rule != 0)
+            return (pu_lookup_t){rule, gen};
+    }
+    return (pu_lookup_t){pu_derive(key), gen};
+}
+
 /* From the frame (ip, sp, bp): the caller of prof_unwind_backtrace at its
  * call, whose rsp (the CFA of prof_unwind_backtrace's frame) and rbp are
  * exact there; unwind tables are exact at every call. */
 static int pu_walk(void **buf, int cap, uintptr_t ip, uintptr_t sp, uintptr_t bp)
 {
-    const uintptr_t lo = sp, hi = pu_stack_top(sp);
+    const uintptr_t hi = pu_stack_top(sp);
     if (hi == 0)
         return pu_giveup();
     uint64_t gen = PU_GEN_LAZY;
-    int n = 0;
-    while (ip != 0 && n < cap) {
-        buf[n++] = (void *)ip;
-        uintptr_t key = ip - 1;
-        uint64_t rule = pu_cache_get(key, gen);
-        if (unlikely(rule == 0) && gen == PU_GEN_LAZY) {
-            /* Not a startup object's (or not cached yet): its rule holds
-             * only in the generation it was derived in. */
-            if ((gen = pu_gen_read()) == PU_GEN_UNKNOWN)
-                return pu_giveup();
-            rule = pu_cache_get(key, gen);
+    void **out = buf, **const end = buf + (cap > 0 ? cap : 0);
+    while (ip != 0 && out < end) {
+        *out++ = (void *)ip;
+        uint64_t rule = pu_cache_get(ip - 1, gen);
+        if (unlikely(rule == 0)) {
+            pu_lookup_t m = pu_rule_miss(ip - 1, gen);
+            rule = m.rule;
+            gen = m.gen;
         }
-        if (unlikely(rule == 0))
-            rule = pu_derive(key);
         unsigned kind = pu_kind(rule);
-        if (kind == PROF_UNWIND_END)
-            break;
-        if (kind == PROF_UNWIND_GIVEUP)
+        if (unlikely(kind >= PROF_UNWIND_END)) {
+            if (kind == PROF_UNWIND_END)
+                break;
             return pu_giveup();
+        }
         uintptr_t cfa = (kind == PROF_UNWIND_CFA_RBP ? bp : sp) + (intptr_t)pu_cfa_off(rule);
         /* Up the stack, within it, aligned: else the stack is not what the
          * tables say (hand-written code, a corrupted stack): stop here. */
         if (cfa <= sp || cfa > hi || (cfa & 7) != 0)
             break;
-        uintptr_t ra = *(const uintptr_t *)(cfa - 8);
         if (rule & PU_RBP_SAVED) {
+            /* Saved inside this frame: between its rsp and its CFA. */
             uintptr_t at = cfa + (intptr_t)pu_rbp_off(rule);
-            if (at < lo || at > hi - 8 || (at & 7) != 0)
+            if (at < sp || at > cfa - 8 || (at & 7) != 0)
                 break;
             bp = *(const uintptr_t *)at;
         }
+        ip = *(const uintptr_t *)(cfa - 8);
         sp = cfa;
-        ip = ra;
     }
-    return n;
+    return (int)(out - buf);
 }
 
 MA_NOINLINE int prof_unwind_backtrace(void **buf, int cap)
