@@ -237,6 +237,12 @@ class Cell:
     def med_time_like(self, wl):
         return med([metric(wl, r)[1] for r in self.runs])
 
+    def min_time_like(self, wl):
+        """The fastest repetition: interference from other work on a shared
+        machine only ever adds time, so the minimum is the run least
+        disturbed by it."""
+        return min(metric(wl, r)[1] for r in self.runs) if self.runs else None
+
     def med_key(self, k):
         return med([r[k] for r in self.runs if k in r])
 
@@ -336,6 +342,16 @@ def ratio_cells(wl, cells, names, get):
     return texts, final
 
 
+def best_runs_ratio(cells, names, wl):
+    """myalloc / best peer on each allocator's fastest repetition."""
+    mine = cells["myalloc"]
+    peers = [(cells[n].min_time_like(wl), n) for n in names if n != "myalloc" and cells[n].ok()]
+    if not mine.ok() or not peers:
+        return "-"
+    best, who = min(peers)
+    return f"{mine.min_time_like(wl) / best:.2f} ({who})" if best else "-"
+
+
 def rel(path, repo):
     """path relative to the repository when inside it."""
     p = os.path.relpath(path, repo)
@@ -362,7 +378,9 @@ def render(wls, results, names, meta):
     lines.append("")
     lines.append("Values are medians over the repetitions. In parentheses: myalloc / that "
                  "allocator, in time terms (CPU time per op, or peak RSS): below 1.00 "
-                 "myalloc is better. Bold: the best peer. See bench/README.md.")
+                 "myalloc is better. Bold: the best peer. \"same, fastest runs\": the time "
+                 "ratio on each allocator's fastest repetition instead of its median. "
+                 "See bench/README.md.")
     lines.append("")
 
     speed_wls = [w for w in wls if w.kind in ("st", "mt")]
@@ -370,7 +388,7 @@ def render(wls, results, names, meta):
         lines.append("## Speed and peak RSS")
         lines.append("")
         header = ["workload", "threads", "metric"] + names + \
-                 ["myalloc / best peer (time)"] + [f"RSS MiB {n}" for n in names] + \
+                 ["myalloc / best peer (time)", "same, fastest runs"] + [f"RSS MiB {n}" for n in names] + \
                  ["myalloc / best peer (RSS)", "noise"]
         rows = []
         for w in speed_wls:
@@ -386,7 +404,7 @@ def render(wls, results, names, meta):
             texts, final = ratio_cells(w, cells, names, get_speed)
             rtexts, rfinal = ratio_cells(w, cells, names, get_rss)
             noise = max([cells[n].spread(w) for n in names if cells[n].ok()] or [0])
-            rows.append([w.name, w.threads, metric_unit(w)] + texts + [final] + rtexts +
+            rows.append([w.name, w.threads, metric_unit(w)] + texts + [final, best_runs_ratio(cells, names, w)] + rtexts +
                         [rfinal, f"{noise * 100:.0f}%" if noise < 10 else ">999%"])
         lines.append(table(header, rows, ["l", "l", "l"] + ["r"] * (len(header) - 3)))
         lines.append("")
