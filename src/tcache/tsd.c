@@ -11,7 +11,6 @@ __thread tsd_t tsd_tls __attribute__((tls_model("initial-exec")));
 
 uint64_t tsd_nthreads_created;
 bool tsd_prof_active_init = true;
-void (*tsd_exit_hook)(tsd_t *tsd);
 static pthread_key_t tsd_key;
 
 /* pthread key destructor: runs at thread exit (after C++ thread_local
@@ -24,8 +23,6 @@ static void tsd_cleanup(void *arg)
         return;
     tsd->state = TSD_EXITED;
     tsd->next_event = 0;
-    if (tsd_exit_hook != NULL)
-        tsd_exit_hook(tsd);
     tcache_destroy(tsd);
     arena_thread_leave(tsd->arena);
     /* tsd->arena stays: late frees and mallocs of other destructors use it;

@@ -73,7 +73,6 @@ typedef struct tsd {
     uint8_t ran_empty[TCACHE_NBINS_LIMIT];  /* refilled since the last GC step */
     uint8_t flushed[TCACHE_NBINS_LIMIT];    /* overflowed since the last GC step */
     size_t cap_bytes;           /* sum over bins of capacity x size */
-    void *prof;                 /* the profiler's per-thread record */
     bool prof_thread_active;
     char prof_thread_name[64];
 } tsd_t;
@@ -149,8 +148,6 @@ MA_INLINE void tsd_reentrancy_leave(tsd_t *tsd)
 }
 
 bool tsd_boot(void);
-/* Called at thread exit before the cache is flushed (the profiler's). */
-extern void (*tsd_exit_hook)(tsd_t *tsd);
 void tsd_postfork_child(void);
 
 /* Whether a new thread samples (thread.prof.active's initial value). */
