@@ -1285,17 +1285,37 @@ Test(tcache, a_bin_that_outgrows_its_region_moves_the_bins_above_with_their_obje
     }
 }
 
+/* 16 B objects of a thread that got another arena than this one's. */
+enum { OTHER_ARENA_N = 64 };
+static void *other_arena_objs[OTHER_ARENA_N];
+static void *alloc_other_arena_objs(void *arg)
+{
+    (void)arg;
+    for (unsigned i = 0; i < OTHER_ARENA_N; i++)
+        other_arena_objs[i] = malloc(16);
+    return NULL;
+}
+
 /* Bins grow only within the thread's budget: thrash enough classes (the
  * largest cached small classes that can grow, whatever the page size) that
- * together they could outgrow TCACHE_THREAD_BYTES; the growth they got
- * stays within it, and reaches it. */
-Test(tcache, all_bins_of_a_thread_grow_within_its_budget)
+ * together they could outgrow it; the growth they got stays within it, and
+ * reaches it. With remote frees among the thrashing (a 16 B object of
+ * another arena's, which goes home, every round) the budget is
+ * TCACHE_THREAD_BYTES; without, TCACHE_THREAD_BYTES_LOCAL. */
+static void thrash_within_budget(bool remote)
 {
     enum { N = TCACHE_NSLOTS_SMALL_MAX };
     static void *ps[N];
+    const size_t budget = remote ? TCACHE_THREAD_BYTES : TCACHE_THREAD_BYTES_LOCAL;
+    if (remote) {
+        pthread_t th;
+        cr_assert_eq(pthread_create(&th, NULL, alloc_other_arena_objs, NULL), 0);
+        cr_assert_eq(pthread_join(th, NULL), 0);
+    }
+    cr_assert_eq(tsd->remote_cycles, 0, "a fresh thread counts as freeing others' objects");
     unsigned top = MA_MIN(tsd->tcache_nbins, (unsigned)SC_NBINS) - 1, lo = top + 1;
     size_t could = 0, smallest = 0;
-    while (lo > 0 && could <= TCACHE_THREAD_BYTES + ((size_t)64 << 10)) {
+    while (lo > 0 && could <= budget + ((size_t)64 << 10)) {
         lo--;
         unsigned most = tcache_bin_cap_max(lo);
         if (most > tcache_bin_cap_init(lo)) {
@@ -1303,8 +1323,13 @@ Test(tcache, all_bins_of_a_thread_grow_within_its_budget)
             smallest = sc_index2size(lo);
         }
     }
-    cr_assert_gt(could, TCACHE_THREAD_BYTES, "the cached classes cannot outgrow the budget");
+    cr_assert_gt(could, budget, "the cached classes cannot outgrow the budget");
     for (int round = 0; round < 8; round++) {
+        if (remote) {
+            free(other_arena_objs[round]);
+            cr_assert_eq(tcache_thread_budget(tsd), TCACHE_THREAD_BYTES,
+                         "a remote free did not count: the other thread shared this arena?");
+        }
         for (unsigned ind = lo; ind <= top; ind++) {
             unsigned n = tcache_bin_cap_max(ind);
             for (unsigned i = 0; i < n; i++)
@@ -1320,8 +1345,62 @@ Test(tcache, all_bins_of_a_thread_grow_within_its_budget)
         grown += (size_t)(cap - tcache_bin_cap_init(ind)) * sc_index2size(ind);
     }
     cr_assert_eq(grown, tsd->cap_bytes, "the thread's growth account is off");
-    cr_assert_leq(grown, TCACHE_THREAD_BYTES, "bins grew by %zu bytes, over the thread's budget", grown);
-    cr_assert_geq(grown, TCACHE_THREAD_BYTES - smallest, "bins grew by %zu bytes only", grown);
+    cr_assert_leq(grown, budget, "bins grew by %zu bytes, over the thread's budget of %zu", grown, budget);
+    cr_assert_geq(grown, budget - smallest, "bins grew by %zu bytes only (budget %zu)", grown, budget);
+    if (remote)
+        for (unsigned i = 8; i < OTHER_ARENA_N; i++)
+            free(other_arena_objs[i]);
+}
+
+Test(tcache, all_bins_of_a_thread_grow_within_its_budget)
+{
+    thrash_within_budget(false);
+}
+
+Test(tcache, a_thread_freeing_others_objects_grows_within_the_smaller_budget)
+{
+    thrash_within_budget(true);
+}
+
+/* Whole-line objects of another arena are cached here on free (the line
+ * map) without a look at their arena; flushing them back home is what
+ * counts as freeing others' objects. */
+Test(tcache, flushing_cached_objects_of_another_arena_counts_as_remote_freeing)
+{
+    remote_owner_t o = {.arena = other_arena()};
+    pthread_t th = remote_owner_start(&o);
+    unsigned i128 = sc_size2index(128);
+    bin_use(128);
+    unsigned c128 = ncached(i128);
+    for (int i = 0; i < REMOTE_N; i++)
+        free(o.lines[i]);
+    cr_assert_eq(ncached(i128), c128 + REMOTE_N, "the 128-byte objects of another arena were not cached here");
+    cr_assert_eq(tcache_thread_budget(tsd), TCACHE_THREAD_BYTES_LOCAL);
+    tcache_flush(tsd);
+    cr_assert_eq(tcache_thread_budget(tsd), TCACHE_THREAD_BYTES, "the flush of another arena's objects did not count");
+    for (int i = 0; i < REMOTE_N; i++)
+        free(o.small[i]);
+    pthread_barrier_wait(&o.release);
+    cr_assert_eq(pthread_join(th, NULL), 0);
+}
+
+/* A remote free counts for TCACHE_REMOTE_CYCLES whole GC cycles: after
+ * them, with no other, the thread has the larger budget again. */
+Test(tcache, a_remote_free_counts_for_a_few_gc_cycles)
+{
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, alloc_other_arena_objs, NULL), 0);
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    free(other_arena_objs[0]);
+    cr_assert_eq(tcache_thread_budget(tsd), TCACHE_THREAD_BYTES);
+    for (unsigned cycle = 0; cycle < TCACHE_REMOTE_CYCLES; cycle++) {
+        cr_assert_eq(tcache_thread_budget(tsd), TCACHE_THREAD_BYTES, "cycle %u", cycle);
+        for (unsigned i = 0; i < tsd->tcache_nbins; i++)
+            tcache_gc_step(tsd);
+    }
+    cr_assert_eq(tcache_thread_budget(tsd), TCACHE_THREAD_BYTES_LOCAL);
+    for (unsigned i = 1; i < OTHER_ARENA_N; i++)
+        free(other_arena_objs[i]);
 }
 
 /* ---------------------------------------------------------------------

@@ -182,6 +182,7 @@ static void dalloc_elm(tsd_t *tsd, void *p, rtree_elm_t elm, int flags)
          * reuses, while they are hot in its cache, if it allocates their
          * class at all (a consumer thread that only frees would pin them:
          * prodcons 8+8, 270 KiB of peak RSS). */
+        tcache_note_remote_free(tsd);
         arena_dalloc_remote(e, ind, p);
     } else if (cached && (remote || likely(!ma_load_relaxed(&e->cache_bypass)))) {
         /* (A sparse slab's object, unmarked in the fast map, goes back to
@@ -190,6 +191,8 @@ static void dalloc_elm(tsd_t *tsd, void *p, rtree_elm_t elm, int flags)
          * A remote object that finds the bin full goes home too: flushing
          * the bin for it cost a thread that only frees (a consumer) ~120
          * instructions per object, the remote list ~25. */
+        if (remote)
+            tcache_note_remote_free(tsd);
         if (!cache_bin_push_fast(&tsd->bins[ind], p)) {
             if (remote)
                 arena_dalloc_remote(e, ind, p);
@@ -233,6 +236,7 @@ MA_NOINLINE void ma_free_slow(void *p)
     unsigned ind = rtree_elm_szind(elm);
     if (!(elm & RTREE_SAMPLED) && elm_remote_slab(tsd, elm) && likely(slab_region_index(slab, ind, p) >= 0)) {
         tsd->thread_deallocated += sc_index2size(ind);
+        tcache_note_remote_free(tsd);
         arena_dalloc_remote(slab, ind, p);
         return;
     }

@@ -189,6 +189,9 @@ static void bin_flush_oldest(tsd_t *tsd, unsigned ind, unsigned nflush)
     void **items = empty - nflush;
     if (ind < SC_NBINS) {
         extent_t *slabs[TCACHE_FLUSH_BATCH];
+        /* Remote objects here came in through the line map (fastpath.h). */
+        uint32_t home = tsd->arena != NULL ? tsd->arena->ind : UINT32_MAX;
+        bool remote = false;
         for (unsigned done = 0; done < nflush; done += TCACHE_FLUSH_BATCH) {
             unsigned n = MA_MIN(nflush - done, TCACHE_FLUSH_BATCH);
             for (unsigned i = 0; i < n; i++) {
@@ -198,9 +201,12 @@ static void bin_flush_oldest(tsd_t *tsd, unsigned ind, unsigned nflush)
                 if (unlikely(!(elm & RTREE_SLAB) || rtree_elm_szind(elm) != ind))
                     ma_fatal("free(): double free or invalid pointer %p", items[done + i]);
                 slabs[i] = rtree_elm_extent(elm);
+                remote |= slabs[i]->arena_ind != home;
             }
             arena_dalloc_small_batch(ind, items + done, slabs, n);
         }
+        if (remote)
+            tcache_note_remote_free(tsd);
     } else {
         for (unsigned i = 0; i < nflush; i++) {
             /* A large object freed twice sits in the cache twice: the second
@@ -238,7 +244,8 @@ void *tcache_alloc_hard(tsd_t *tsd, unsigned ind)
     if (tsd->flushed[ind] && cap < bin_nslots[ind]) {
         /* Within the thread's budget for grown bins. */
         size_t usize = sc_index2size(ind);
-        size_t room = TCACHE_THREAD_BYTES > tsd->cap_bytes ? TCACHE_THREAD_BYTES - tsd->cap_bytes : 0;
+        size_t budget = tcache_thread_budget(tsd);
+        size_t room = budget > tsd->cap_bytes ? budget - tsd->cap_bytes : 0;
         unsigned grown = (unsigned)MA_MIN((size_t)MA_MIN(2 * cap, bin_nslots[ind]), cap + room / usize);
         if (grown > cap) {
             tsd->cap_bytes += (grown - cap) * usize;
@@ -282,6 +289,8 @@ void tcache_gc_step(tsd_t *tsd)
         return;
     unsigned ind = tsd->gc_cursor;
     tsd->gc_cursor = ind + 1 >= tsd->tcache_nbins ? 0 : ind + 1;
+    if (tsd->gc_cursor == 0 && tsd->remote_cycles != 0)
+        tsd->remote_cycles--;
     cache_bin_t *b = &tsd->bins[ind];
     unsigned lw = cache_bin_low_water_count(b), cap = cache_bin_ncached_max(b);
     uint64_t pops = b->gc_pops + b->nrequests;

@@ -73,6 +73,7 @@ typedef struct tsd {
     uint8_t ran_empty[TCACHE_NBINS_LIMIT];  /* refilled since the last GC step */
     uint8_t flushed[TCACHE_NBINS_LIMIT];    /* overflowed since the last GC step */
     size_t cap_bytes;           /* sum over bins of capacity x size */
+    uint8_t remote_cycles;      /* GC cycles left that count as freeing others' objects */
     bool prof_thread_active;
     char prof_thread_name[64];
 } tsd_t;
