@@ -232,10 +232,13 @@ Test(tcache, an_empty_bin_is_filled_by_ncached_max_shifted_by_lg_fill_div)
         cr_assert_eq(st->nfills - nf0, 1);
         cr_assert_eq(ncached(ind), want - 1);
         /* A bin starts at twice its slab's regions, clamped; it may grow to
-         * TCACHE_BIN_BYTES of objects (at least two slabs), clamped. */
+         * TCACHE_BIN_BYTES of objects (at least two slabs), clamped, and
+         * the extended slab classes to TCACHE_NSLOTS_EXTENDED_MAX at least. */
         unsigned twice = 2 * sc_bin_info[ind].nregs;
         unsigned most = (unsigned)MA_MAX(twice, TCACHE_BIN_BYTES / sc_index2size(ind));
         most = MA_MIN(MA_MAX(most, TCACHE_NSLOTS_MIN), TCACHE_NSLOTS_SMALL_MAX);
+        if (sc_index2size(ind) >= SC_SLAB_EXTENDED_MINCLASS)
+            most = MA_MAX(most, TCACHE_NSLOTS_EXTENDED_MAX);
         unsigned init = MA_MIN(MA_MIN(MA_MAX(twice, TCACHE_NSLOTS_MIN), TCACHE_NSLOTS_INIT_MAX), most);
         cr_assert_eq(tcache_bin_cap_max(ind), most, "class %zu largest capacity", sc_index2size(ind));
         cr_assert_eq(tcache_bin_cap_init(ind), init, "class %zu first capacity", sc_index2size(ind));
@@ -1283,6 +1286,34 @@ Test(tcache, a_bin_that_outgrows_its_region_moves_the_bins_above_with_their_obje
         for (unsigned i = 0; i < nheld[c - grow]; i++)
             cr_assert_eq(malloc(sc_index2size(c)), held[c - grow][i], "class %zu, object %u", sc_index2size(c), i);
     }
+}
+
+/* The largest cached slab class (past jemalloc's small ones: slabs of a few
+ * regions, first capacity TCACHE_NSLOTS_MIN) grows too: a batch half as
+ * large again as its first capacity ends up cached whole, without fills. */
+Test(tcache, a_bin_of_an_extended_slab_class_grows_past_its_first_capacity)
+{
+    unsigned ind = MA_MIN(tsd->tcache_nbins, (unsigned)SC_NBINS) - 1;
+    if (sc_index2size(ind) < SC_SLAB_EXTENDED_MINCLASS)
+        cr_skip_test("no slab classes past jemalloc's are cached in this configuration");
+    unsigned cap0 = tcache_bin_cap_init(ind), n = cap0 + cap0 / 2;
+    cr_assert_geq(tcache_bin_cap_max(ind), n);
+    cr_assert_leq((size_t)(n - cap0) * sc_index2size(ind), tcache_thread_budget(tsd),
+                  "the test's batch outgrows the thread's budget");
+    static void *ps[TCACHE_NSLOTS_SMALL_MAX];
+    bin_t *bin = &tsd_arena(tsd)->bins[ind];
+    uint64_t fills = 0;
+    for (int round = 0; round < 12; round++) {
+        if (round == 8)
+            fills = bin->stats.nfills;
+        for (unsigned i = 0; i < n; i++)
+            ps[i] = malloc(sc_index2size(ind));
+        for (unsigned i = 0; i < n; i++)
+            free(ps[i]);
+    }
+    cr_assert_geq(cache_bin_ncached_max(bin_of(ind)), n, "class %zu: capacity %u, first %u, batch %u",
+                  sc_index2size(ind), cache_bin_ncached_max(bin_of(ind)), cap0, n);
+    cr_assert_eq(bin->stats.nfills, fills, "the batch is still filled from slabs");
 }
 
 /* 16 B objects of a thread that got another arena than this one's. */

@@ -10,7 +10,7 @@
  * (jemalloc's sizing), and doubles each time it thrashes, that is, when it
  * must refill after having overflowed and flushed since the last GC step,
  * up to TCACHE_BIN_BYTES of objects (at least two slabs, at most
- * TCACHE_NSLOTS_SMALL_MAX): a working batch that a thread allocates and
+ * TCACHE_NSLOTS_SMALL_MAX; TCACHE_NSLOTS_EXTENDED_MAX for the 16-32 KiB classes): a working batch that a thread allocates and
  * frees again ends up cached whole. A thread that only frees (a consumer,
  * or frees of other threads' objects) never refills, so its bins stay small
  * and remote objects go back to their slabs instead of being reused here.
@@ -41,6 +41,7 @@
 #define TCACHE_NSLOTS_INIT_MAX   200
 #define TCACHE_NSLOTS_SMALL_MAX  2048
 #define TCACHE_NSLOTS_LARGE      20
+#define TCACHE_NSLOTS_EXTENDED_MAX 40 /* slab classes >= SC_SLAB_EXTENDED_MINCLASS (tcache.c) */
 #define TCACHE_LG_FILL_DIV_INIT  3     /* a new thread's fills: capacity >> 3 */
 #define TCACHE_BIN_BYTES         ((size_t)128 << 10)
 #define TCACHE_FLUSH_BATCH       256   /* objects per arena call when flushing */
