@@ -1316,21 +1316,10 @@ Test(tcache, a_bin_of_an_extended_slab_class_grows_past_its_first_capacity)
     cr_assert_eq(bin->stats.nfills, fills, "the batch is still filled from slabs");
 }
 
-/* 16 B objects of a thread that got another arena than this one's. */
-enum { OTHER_ARENA_N = 64 };
-static void *other_arena_objs[OTHER_ARENA_N];
-static void *alloc_other_arena_objs(void *arg)
-{
-    (void)arg;
-    for (unsigned i = 0; i < OTHER_ARENA_N; i++)
-        other_arena_objs[i] = malloc(16);
-    return NULL;
-}
-
 /* Bins grow only within the thread's budget: thrash enough classes (the
  * largest cached small classes that can grow, whatever the page size) that
  * together they could outgrow it; the growth they got stays within it, and
- * reaches it. With remote frees among the thrashing (a 16 B object of
+ * reaches it. With remote frees among the thrashing (a 96 B object of
  * another arena's, which goes home, every round) the budget is
  * TCACHE_THREAD_BYTES; without, TCACHE_THREAD_BYTES_LOCAL. */
 static void thrash_within_budget(bool remote)
@@ -1338,11 +1327,8 @@ static void thrash_within_budget(bool remote)
     enum { N = TCACHE_NSLOTS_SMALL_MAX };
     static void *ps[N];
     const size_t budget = remote ? TCACHE_THREAD_BYTES : TCACHE_THREAD_BYTES_LOCAL;
-    if (remote) {
-        pthread_t th;
-        cr_assert_eq(pthread_create(&th, NULL, alloc_other_arena_objs, NULL), 0);
-        cr_assert_eq(pthread_join(th, NULL), 0);
-    }
+    remote_owner_t o = {.arena = other_arena()};
+    pthread_t th = remote ? remote_owner_start(&o) : (pthread_t)0;
     cr_assert_eq(tsd->remote_cycles, 0, "a fresh thread counts as freeing others' objects");
     unsigned top = MA_MIN(tsd->tcache_nbins, (unsigned)SC_NBINS) - 1, lo = top + 1;
     size_t could = 0, smallest = 0;
@@ -1357,9 +1343,8 @@ static void thrash_within_budget(bool remote)
     cr_assert_gt(could, budget, "the cached classes cannot outgrow the budget");
     for (int round = 0; round < 8; round++) {
         if (remote) {
-            free(other_arena_objs[round]);
-            cr_assert_eq(tcache_thread_budget(tsd), TCACHE_THREAD_BYTES,
-                         "a remote free did not count: the other thread shared this arena?");
+            free(o.small[round]);
+            cr_assert_eq(tcache_thread_budget(tsd), TCACHE_THREAD_BYTES, "a remote free did not count");
         }
         for (unsigned ind = lo; ind <= top; ind++) {
             unsigned n = tcache_bin_cap_max(ind);
@@ -1378,9 +1363,14 @@ static void thrash_within_budget(bool remote)
     cr_assert_eq(grown, tsd->cap_bytes, "the thread's growth account is off");
     cr_assert_leq(grown, budget, "bins grew by %zu bytes, over the thread's budget of %zu", grown, budget);
     cr_assert_geq(grown, budget - smallest, "bins grew by %zu bytes only (budget %zu)", grown, budget);
-    if (remote)
-        for (unsigned i = 8; i < OTHER_ARENA_N; i++)
-            free(other_arena_objs[i]);
+    if (remote) {
+        for (int i = 8; i < REMOTE_N; i++)
+            free(o.small[i]);
+        for (int i = 0; i < REMOTE_N; i++)
+            free(o.lines[i]);
+        pthread_barrier_wait(&o.release);
+        cr_assert_eq(pthread_join(th, NULL), 0);
+    }
 }
 
 Test(tcache, all_bins_of_a_thread_grow_within_its_budget)
@@ -1391,6 +1381,23 @@ Test(tcache, all_bins_of_a_thread_grow_within_its_budget)
 Test(tcache, a_thread_freeing_others_objects_grows_within_the_smaller_budget)
 {
     thrash_within_budget(true);
+}
+
+/* A sized free of another arena's object (free_sized: through dalloc_elm,
+ * not free's slow path) counts too. */
+Test(tcache, a_sized_free_of_another_arenas_object_counts_as_remote_freeing)
+{
+    remote_owner_t o = {.arena = other_arena()};
+    pthread_t th = remote_owner_start(&o);
+    cr_assert_eq(tcache_thread_budget(tsd), TCACHE_THREAD_BYTES_LOCAL);
+    free_sized(o.small[0], 96);
+    cr_assert_eq(tcache_thread_budget(tsd), TCACHE_THREAD_BYTES, "free_sized of a remote object did not count");
+    for (int i = 1; i < REMOTE_N; i++)
+        free(o.small[i]);
+    for (int i = 0; i < REMOTE_N; i++)
+        free(o.lines[i]);
+    pthread_barrier_wait(&o.release);
+    cr_assert_eq(pthread_join(th, NULL), 0);
 }
 
 /* Whole-line objects of another arena are cached here on free (the line
@@ -1419,10 +1426,9 @@ Test(tcache, flushing_cached_objects_of_another_arena_counts_as_remote_freeing)
  * them, with no other, the thread has the larger budget again. */
 Test(tcache, a_remote_free_counts_for_a_few_gc_cycles)
 {
-    pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, alloc_other_arena_objs, NULL), 0);
-    cr_assert_eq(pthread_join(th, NULL), 0);
-    free(other_arena_objs[0]);
+    remote_owner_t o = {.arena = other_arena()};
+    pthread_t th = remote_owner_start(&o);
+    free(o.small[0]);
     cr_assert_eq(tcache_thread_budget(tsd), TCACHE_THREAD_BYTES);
     for (unsigned cycle = 0; cycle < TCACHE_REMOTE_CYCLES; cycle++) {
         cr_assert_eq(tcache_thread_budget(tsd), TCACHE_THREAD_BYTES, "cycle %u", cycle);
@@ -1430,8 +1436,12 @@ Test(tcache, a_remote_free_counts_for_a_few_gc_cycles)
             tcache_gc_step(tsd);
     }
     cr_assert_eq(tcache_thread_budget(tsd), TCACHE_THREAD_BYTES_LOCAL);
-    for (unsigned i = 1; i < OTHER_ARENA_N; i++)
-        free(other_arena_objs[i]);
+    for (int i = 1; i < REMOTE_N; i++)
+        free(o.small[i]);
+    for (int i = 0; i < REMOTE_N; i++)
+        free(o.lines[i]);
+    pthread_barrier_wait(&o.release);
+    cr_assert_eq(pthread_join(th, NULL), 0);
 }
 
 /* ---------------------------------------------------------------------

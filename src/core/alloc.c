@@ -173,6 +173,8 @@ static void dalloc_elm(tsd_t *tsd, void *p, rtree_elm_t elm, int flags)
     bool cached = tsd_nominal(tsd) && tcache_serves(tsd, ind) && !(flags & MA_FLAG_TCACHE_NONE);
     size_t usize = sc_index2size(ind);
     bool remote = elm_remote_slab(tsd, elm);
+    if (remote)
+        tcache_note_remote_free(tsd);
     if (remote && (!cached || (usize & (MA_CACHELINE - 1)) != 0 || !cache_bin_popped(&tsd->bins[ind]))) {
         /* Another arena's object that shares cache lines with its
          * neighbours: it goes home, not into this cache, where it would be
@@ -182,7 +184,6 @@ static void dalloc_elm(tsd_t *tsd, void *p, rtree_elm_t elm, int flags)
          * reuses, while they are hot in its cache, if it allocates their
          * class at all (a consumer thread that only frees would pin them:
          * prodcons 8+8, 270 KiB of peak RSS). */
-        tcache_note_remote_free(tsd);
         arena_dalloc_remote(e, ind, p);
     } else if (cached && (remote || likely(!ma_load_relaxed(&e->cache_bypass)))) {
         /* (A sparse slab's object, unmarked in the fast map, goes back to
@@ -191,8 +192,6 @@ static void dalloc_elm(tsd_t *tsd, void *p, rtree_elm_t elm, int flags)
          * A remote object that finds the bin full goes home too: flushing
          * the bin for it cost a thread that only frees (a consumer) ~120
          * instructions per object, the remote list ~25. */
-        if (remote)
-            tcache_note_remote_free(tsd);
         if (!cache_bin_push_fast(&tsd->bins[ind], p)) {
             if (remote)
                 arena_dalloc_remote(e, ind, p);

@@ -10,8 +10,9 @@
  * (jemalloc's sizing), and doubles each time it thrashes, that is, when it
  * must refill after having overflowed and flushed since the last GC step,
  * up to TCACHE_BIN_BYTES of objects (at least two slabs, at most
- * TCACHE_NSLOTS_SMALL_MAX; TCACHE_NSLOTS_EXTENDED_MAX for the 16-32 KiB classes): a working batch that a thread allocates and
- * frees again ends up cached whole. A thread that only frees (a consumer,
+ * TCACHE_NSLOTS_SMALL_MAX; TCACHE_NSLOTS_EXTENDED_MAX for the 16-32 KiB
+ * classes): a working batch that a thread allocates and frees again ends
+ * up cached whole. A thread that only frees (a consumer,
  * or frees of other threads' objects) never refills, so its bins stay small
  * and remote objects go back to their slabs instead of being reused here.
  * All of a thread's bins together grow to TCACHE_THREAD_BYTES at most, or
