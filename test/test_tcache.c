@@ -1363,14 +1363,8 @@ static void thrash_within_budget(bool remote)
     cr_assert_eq(grown, tsd->cap_bytes, "the thread's growth account is off");
     cr_assert_leq(grown, budget, "bins grew by %zu bytes, over the thread's budget of %zu", grown, budget);
     cr_assert_geq(grown, budget - smallest, "bins grew by %zu bytes only (budget %zu)", grown, budget);
-    if (remote) {
-        for (int i = 8; i < REMOTE_N; i++)
-            free(o.small[i]);
-        for (int i = 0; i < REMOTE_N; i++)
-            free(o.lines[i]);
-        pthread_barrier_wait(&o.release);
-        cr_assert_eq(pthread_join(th, NULL), 0);
-    }
+    if (remote)
+        remote_owner_finish(&o, th, 8);
 }
 
 Test(tcache, all_bins_of_a_thread_grow_within_its_budget)
@@ -1392,12 +1386,7 @@ Test(tcache, a_sized_free_of_another_arenas_object_counts_as_remote_freeing)
     cr_assert_eq(tcache_thread_budget(tsd), TCACHE_THREAD_BYTES_LOCAL);
     free_sized(o.small[0], 96);
     cr_assert_eq(tcache_thread_budget(tsd), TCACHE_THREAD_BYTES, "free_sized of a remote object did not count");
-    for (int i = 1; i < REMOTE_N; i++)
-        free(o.small[i]);
-    for (int i = 0; i < REMOTE_N; i++)
-        free(o.lines[i]);
-    pthread_barrier_wait(&o.release);
-    cr_assert_eq(pthread_join(th, NULL), 0);
+    remote_owner_finish(&o, th, 1);
 }
 
 /* Whole-line objects of another arena are cached here on free (the line
@@ -1416,10 +1405,7 @@ Test(tcache, flushing_cached_objects_of_another_arena_counts_as_remote_freeing)
     cr_assert_eq(tcache_thread_budget(tsd), TCACHE_THREAD_BYTES_LOCAL);
     tcache_flush(tsd);
     cr_assert_eq(tcache_thread_budget(tsd), TCACHE_THREAD_BYTES, "the flush of another arena's objects did not count");
-    for (int i = 0; i < REMOTE_N; i++)
-        free(o.small[i]);
-    pthread_barrier_wait(&o.release);
-    cr_assert_eq(pthread_join(th, NULL), 0);
+    remote_owner_finish(&o, th, 0);
 }
 
 /* A remote free counts for TCACHE_REMOTE_CYCLES whole GC cycles: after
@@ -1436,12 +1422,7 @@ Test(tcache, a_remote_free_counts_for_a_few_gc_cycles)
             tcache_gc_step(tsd);
     }
     cr_assert_eq(tcache_thread_budget(tsd), TCACHE_THREAD_BYTES_LOCAL);
-    for (int i = 1; i < REMOTE_N; i++)
-        free(o.small[i]);
-    for (int i = 0; i < REMOTE_N; i++)
-        free(o.lines[i]);
-    pthread_barrier_wait(&o.release);
-    cr_assert_eq(pthread_join(th, NULL), 0);
+    remote_owner_finish(&o, th, 1);
 }
 
 /* ---------------------------------------------------------------------
