@@ -41,6 +41,13 @@ LDLIBS    := -pthread         # the library: libc and pthreads only (no libm, se
 PROGLIBS  := -lm -pthread     # test and tool programs
 
 SRC := $(filter-out src/sizeclass/sc_gen.c,$(wildcard src/*/*.c))
+# Link order: the code every program runs first, what only profiling,
+# mallctl and reports run after it. The kernel maps a library's pages 64 KiB
+# at a time around each one touched (fault-around), so code kept apart is
+# code that is never resident in programs that do not use it.
+COLD_SRC := $(wildcard src/prof/prof_*.c) src/core/ctl.c src/core/stats.c src/core/stats_print.c \
+            src/common/fmt.c
+SRC := $(filter-out $(COLD_SRC),$(SRC)) $(COLD_SRC)
 OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRC))
 DEP := $(OBJ:.o=.d)
 

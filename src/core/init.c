@@ -110,7 +110,8 @@ bool ma_init_hard(void)
     if (ok) {
         prof_boot_late();
         ma_prof_update();
-        stats_print_boot();
+        if (opt_stats_print) /* its code lives with the reports' (Makefile: link order) */
+            stats_print_boot();
         if (opt_background_thread && ma_background_set(true) != 0)
             ma_warn("background_thread: could not start the thread; purging runs from allocations");
     }

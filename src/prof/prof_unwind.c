@@ -751,7 +751,11 @@ static MA_NOINLINE uint64_t pu_gen_read(void)
  * never unloads them, so they keep their places). 0 until counted. */
 static unsigned pu_nstartup;
 
-static int pu_count_cb(struct dl_phdr_info *info, size_t size, void *arg)
+/* Both run at every startup, profiling or not: MA_COLD places them in
+ * .text.unlikely, which the linker puts with the startup code at the front
+ * of the library, so a program that never profiles never touches the
+ * profiler's pages (the link order in the Makefile). */
+static MA_COLD int pu_count_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)info;
     (void)size;
@@ -759,7 +763,7 @@ static int pu_count_cb(struct dl_phdr_info *info, size_t size, void *arg)
     return 0;
 }
 
-void prof_unwind_count_startup_objects(void)
+MA_COLD void prof_unwind_count_startup_objects(void)
 {
     unsigned n = 0;
     dl_iterate_phdr(pu_count_cb, &n);
