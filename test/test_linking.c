@@ -256,3 +256,46 @@ Test(linking, the_library_uses_no_libc_system_call_wrapper, .timeout = 60)
         cr_assert_null(strstr(out, sym), "libmyalloc.so imports %s:\n%s", wrappers[i], out);
     }
 }
+
+/* The link order (Makefile): the code every program runs lies first, and
+ * within the first 64 KiB of the library's text, what only profiling,
+ * mallctl and reports run after it, so that the kernel's fault-around on
+ * the allocation paths never maps the profiler's pages. */
+Test(linking, the_allocation_paths_come_first_and_the_profiler_after_them, .timeout = 60)
+{
+    char so[PATH_MAX], cmd[PATH_MAX + 64];
+    static char out[1 << 20];
+    build_path(so, "libmyalloc.so");
+    snprintf(cmd, sizeof(cmd), "nm -n '%s'", so);
+    cr_assert_eq(tu_run(cmd, out, sizeof(out)), 0, "%s failed", cmd);
+    static const char *const hot[] = {"malloc", "free", "ma_alloc_slow", "ma_free_slow", "tcache_alloc_hard",
+                                      "arena_fill_small_max", "extent_alloc", "ma_init_hard", "sdallocx",
+                                      "malloc_trim", "prof_unwind_count_startup_objects"};
+    static const char *const cold[] = {"mallctl", "malloc_stats_print", "prof_write_pprof", "prof_dump",
+                                       "prof_backtrace"};
+    unsigned long text0 = 0, hot_end = 0, cold_start = ~0ul;
+    unsigned nhot = 0, ncold = 0;
+    for (char *line = strtok(out, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+        unsigned long addr;
+        char type, name[256];
+        if (sscanf(line, "%lx %c %255s", &addr, &type, name) != 3 || (type != 't' && type != 'T'))
+            continue;
+        if (text0 == 0 || addr < text0)
+            text0 = addr;
+        for (size_t i = 0; i < MA_ARRAY_LEN(hot); i++)
+            if (strcmp(name, hot[i]) == 0) {
+                nhot++;
+                hot_end = MA_MAX(hot_end, addr);
+            }
+        for (size_t i = 0; i < MA_ARRAY_LEN(cold); i++)
+            if (strcmp(name, cold[i]) == 0) {
+                ncold++;
+                cold_start = MA_MIN(cold_start, addr);
+            }
+    }
+    cr_assert_eq(nhot, MA_ARRAY_LEN(hot), "nm listed %u of the %zu allocation-path functions", nhot, MA_ARRAY_LEN(hot));
+    cr_assert_eq(ncold, MA_ARRAY_LEN(cold), "nm listed %u of the %zu cold functions", ncold, MA_ARRAY_LEN(cold));
+    cr_assert_lt(hot_end, cold_start, "allocation-path code at %#lx, after cold code at %#lx", hot_end, cold_start);
+    cr_assert_lt(hot_end - text0, 64ul << 10, "the allocation paths span %lu KiB of text, more than one 64 KiB window",
+                 (hot_end - text0) >> 10);
+}
