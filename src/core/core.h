@@ -47,7 +47,8 @@ extern bool opt_check_sized;
 /* Hand the profiler's state (active, R, seed) to the per-thread samplers;
  * call after changing it. */
 void ma_prof_update(void);
-/* Register the stats_print exit report (after init, outside its lock). */
+/* Register the stats_print exit report (after init, outside its lock; only
+ * with stats_print:true, so that other programs never touch its code). */
 void stats_print_boot(void);
 
 /* Purging (background.c): the ticker's hook, and the background thread. */

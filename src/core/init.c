@@ -110,7 +110,7 @@ bool ma_init_hard(void)
     if (ok) {
         prof_boot_late();
         ma_prof_update();
-        if (opt_stats_print) /* its code lives with the reports' (Makefile: link order) */
+        if (opt_stats_print)
             stats_print_boot();
         if (opt_background_thread && ma_background_set(true) != 0)
             ma_warn("background_thread: could not start the thread; purging runs from allocations");

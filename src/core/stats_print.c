@@ -368,6 +368,5 @@ static void stats_print_atexit(void)
 
 void stats_print_boot(void)
 {
-    if (opt_stats_print)
-        atexit(stats_print_atexit);
+    atexit(stats_print_atexit);
 }
