@@ -677,6 +677,126 @@ Test(decay, remote_frees_are_collected_when_the_owner_is_gone) { remote_frees_ar
 Test(decay, remote_frees_are_collected_when_the_owner_is_idle) { remote_frees_are_collected(false); }
 
 /* ---------------------------------------------------------------------
+ * An arena whose threads have all exited: what other threads free into it
+ * goes back to the pool and out of memory at once (arena.c,
+ * arena_thread_leave), unless decay is off.
+ */
+
+typedef struct abandon {
+    unsigned arena;
+    void **ps;
+    unsigned n;
+    pthread_barrier_t *allocated, *freed;
+} abandon_t;
+
+enum { ABANDON_N = 4096 }; /* objects per size: 384 KiB of 96 B, 4 MiB of 1 KiB */
+
+static void *abandon_owner_main(void *arg)
+{
+    abandon_t *o = arg;
+    set_thread_arena(o->arena);
+    for (unsigned i = 0; i < o->n; i++) {
+        size_t size = i % 2 == 0 ? 96 : 1024; /* one class of whole cache lines, one not */
+        o->ps[i] = malloc(size);
+        cr_assert_not_null(o->ps[i]);
+        memset(o->ps[i], 0x5a, size);
+    }
+    cr_assert_eq(mallctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
+    pthread_barrier_wait(o->allocated);
+    if (o->freed != NULL)
+        pthread_barrier_wait(o->freed); /* alive while the others free */
+    return NULL;
+}
+
+/* The owner allocates on an arena no other thread uses, then exits (or
+ * stays alive); this thread frees everything; returns the pages the arena
+ * purged meanwhile, and its dirty and active pages after. */
+static size_t free_into_arena(bool owner_exits, ssize_t dirty_ms, size_t *pdirty, size_t *pactive)
+{
+    unsigned narenas = 0;
+    size_t nsz = sizeof(narenas);
+    cr_assert_eq(mallctl("arenas.narenas", &narenas, &nsz, NULL, 0), 0);
+    unsigned home = my_arena(), x = home;
+    for (unsigned i = 1; i < narenas && x == home; i++)
+        if (arena_nthreads((home + i) % narenas) == 0)
+            x = (home + i) % narenas;
+    cr_assert_neq(x, home, "no arena without threads among %u", narenas);
+    cr_assert_not_null(arena_get(x));
+    set_decay(x, dirty_ms, 0);
+    uint64_t purged0 = astat64(x, "dirty_purged");
+
+    unsigned n = 2 * ABANDON_N;
+    void **ps = calloc(n, sizeof(*ps));
+    cr_assert_not_null(ps);
+    pthread_barrier_t allocated, freed;
+    pthread_barrier_init(&allocated, NULL, 2);
+    pthread_barrier_init(&freed, NULL, 2);
+    abandon_t o = {x, ps, n, &allocated, owner_exits ? NULL : &freed};
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, abandon_owner_main, &o), 0);
+    pthread_barrier_wait(&allocated);
+    if (owner_exits)
+        cr_assert_eq(pthread_join(t, NULL), 0);
+    cr_assert_eq(arena_nthreads(x), owner_exits ? 0u : 1u);
+    for (unsigned i = 0; i < n; i++)
+        free(ps[i]);
+    cr_assert_eq(mallctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
+    if (!owner_exits) {
+        /* What the owner would collect: the remote frees, into their
+         * slabs; empty slabs into the pool (no purge: decay is long). */
+        ctl_do("arena.%zu.decay", x);
+    }
+    size_t purged = (size_t)(astat64(x, "dirty_purged") - purged0);
+    *pdirty = astat(x, "pdirty");
+    *pactive = astat(x, "pactive");
+    if (!owner_exits) {
+        pthread_barrier_wait(&freed);
+        cr_assert_eq(pthread_join(t, NULL), 0);
+    }
+    pthread_barrier_destroy(&allocated);
+    pthread_barrier_destroy(&freed);
+    free(ps);
+    return purged;
+}
+
+/* Pages of the slabs the owner filled: 96 B and 1 KiB objects. */
+static size_t abandon_pages(void)
+{
+    return (size_t)ABANDON_N * (96 + 1024) / PAGE;
+}
+
+Test(decay, what_is_freed_into_an_abandoned_arena_is_purged_at_once)
+{
+    size_t pdirty, pactive, pages = abandon_pages();
+    size_t purged = free_into_arena(true, 10000, &pdirty, &pactive);
+    cr_log_info("abandoned arena: %zu pages purged (slabs of %zu pages), %zu dirty, %zu active left", purged,
+                pages, pdirty, pactive);
+    cr_assert_geq(purged, pages * 9 / 10, "only %zu of %zu pages purged", purged, pages);
+    cr_assert_eq(pdirty, 0, "%zu dirty pages kept by an arena without threads", pdirty);
+    /* The bins keep no empty slabs for fills (at most a slab or two of
+     * objects the owner did not allocate here). */
+    cr_assert_leq(pactive, 8, "%zu pages still active in empty slabs", pactive);
+}
+
+Test(decay, an_arena_with_a_thread_keeps_what_is_freed_for_decay)
+{
+    size_t pdirty, pactive, pages = abandon_pages();
+    size_t purged = free_into_arena(false, 10000, &pdirty, &pactive);
+    cr_log_info("arena with its thread: %zu pages purged, %zu dirty, %zu active", purged, pdirty, pactive);
+    cr_assert_leq(purged, pages / 10, "%zu pages purged before their decay time", purged);
+    cr_assert_geq(pdirty + pactive, pages * 9 / 10, "only %zu + %zu of %zu pages kept", pdirty, pactive, pages);
+}
+
+Test(decay, an_abandoned_arena_with_decay_off_purges_nothing)
+{
+    size_t pdirty, pactive, pages = abandon_pages();
+    size_t purged = free_into_arena(true, -1, &pdirty, &pactive);
+    cr_log_info("abandoned arena, decay -1: %zu pages purged, %zu dirty, %zu active", purged, pdirty, pactive);
+    cr_assert_eq(purged, 0, "%zu pages purged with dirty_decay_ms -1", purged);
+    cr_assert_geq(pdirty + pactive, pages * 9 / 10, "only %zu + %zu of %zu pages kept", pdirty, pactive, pages);
+}
+
+/* ---------------------------------------------------------------------
  * Contents after purging and reuse.
  */
 

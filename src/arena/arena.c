@@ -80,16 +80,25 @@ arena_t *arena_choose(void)
     arena_t *a = arena_get(best);
     if (a == NULL)
         a = arena_get(0);
-    if (a != NULL)
-        ma_fetch_add(&a->nthreads, 1);
+    arena_thread_join(a);
     ma_mutex_unlock(&choose_lock);
     return a;
 }
 
+/* An arena whose threads have all left is abandoned until one joins: what
+ * is freed into it then (by other threads, after its own exited) goes back
+ * to the pool and out of memory at once (bin_slab_emptied_locked,
+ * extent_dalloc) instead of waiting for a decay that nothing ticks. */
+void arena_thread_join(arena_t *a)
+{
+    if (a != NULL && ma_fetch_add(&a->nthreads, 1) == 0)
+        ma_store_relaxed(&a->pool.abandoned, false);
+}
+
 void arena_thread_leave(arena_t *a)
 {
-    if (a != NULL)
-        ma_fetch_sub(&a->nthreads, 1);
+    if (a != NULL && ma_fetch_sub(&a->nthreads, 1) == 1)
+        ma_store_relaxed(&a->pool.abandoned, true);
 }
 
 /* ---------------------------------------------------------------------
@@ -260,10 +269,19 @@ unsigned arena_fill_small_max(arena_t *a, unsigned binind, void **out, unsigned 
  * kept. A slab that had pages purged inside goes back at once: it was idle
  * for a decay period, no fill is waiting for it, and it goes back purged
  * whole (extent_dalloc). */
+static void bin_release_empty_slabs_locked(bin_t *bin, unsigned binind);
+
 static void bin_slab_emptied_locked(bin_t *bin, extent_t *slab)
 {
     if (slab->purged_pages != 0) {
         bin_slab_release_locked(bin, slab);
+        return;
+    }
+    if (unlikely(ma_load_relaxed(&slab->pool->abandoned))) {
+        /* No fill will come: this slab and those kept for fills go back. */
+        unsigned binind = slab->szind;
+        bin_slab_release_locked(bin, slab);
+        bin_release_empty_slabs_locked(bin, binind);
         return;
     }
     if (bin->nempty != 0 && ((size_t)bin->nempty + 1) * slab->size > BIN_EMPTY_BYTES) {
@@ -1036,6 +1054,7 @@ void arena_postfork_child(void)
             ma_mutex_postfork_child(&a->bins[b].lock);
         /* Only the forking thread survives; it re-counts itself. */
         a->nthreads = 0;
+        a->pool.abandoned = true;
     }
     ma_mutex_postfork_child(&arenas_lock);
     ma_mutex_postfork_child(&choose_lock);

@@ -37,7 +37,8 @@ typedef struct bin_stats {
  * slabs are in no structure; a slab that becomes entirely free and is not
  * slabcur goes into the empty heap (nempty of them, address-ordered) while
  * those hold at most BIN_EMPTY_BYTES (at least one slab), else back to the
- * pool. A fill that finds no free region takes the lowest empty slab before
+ * pool (and, with the others, always back when the arena is abandoned:
+ * arena_thread_join). A fill that finds no free region takes the lowest empty slab before
  * anything else: where objects are freed by other threads (collected in
  * bursts, each emptying slabs) the bin would otherwise give slabs back to
  * the pool and take them again at nearly every fill (prodcons 8+8: 150k
@@ -147,6 +148,7 @@ bool arena_boot(unsigned narenas);
 arena_t *arena_get(unsigned ind);
 /* Pick the least-loaded arena for a new thread and count the thread in. */
 arena_t *arena_choose(void);
+void arena_thread_join(arena_t *a);
 void arena_thread_leave(arena_t *a);
 
 /* Small: n regions of class binind into out (a thread-cache fill), or up

@@ -575,10 +575,18 @@ void extent_dalloc(extent_pool_t *pool, extent_t *e)
         return;
     }
     pool_insert_coalesced(pool, &pool->dirty, e);
-    if (unlikely(pool->decay_dirty.ms == 0)) /* dirty_decay_ms:0: purge at once */
+    /* dirty_decay_ms:0 purges at once; so does a pool whose arena no thread
+     * uses any more (frees after its threads exited: nobody here will take
+     * the pages again soon, and no allocation ticks decay for it), as
+     * glibc trims a heap's top on free. */
+    if (unlikely(pool->decay_dirty.ms == 0)) {
         pool_purge_locked(pool, &pool->dirty, 0, SIZE_MAX, pool->decay_muzzy.ms != 0);
-    else if (unlikely(pool->dirty.npages > pool_dirty_cap(pool)) && pool->decay_dirty.ms > 0)
+    } else if (unlikely(ma_load_relaxed(&pool->abandoned)) && pool->decay_dirty.ms > 0) {
+        pool_purge_locked(pool, &pool->dirty, 0, SIZE_MAX, pool->decay_muzzy.ms != 0);
+        decay_purged(&pool->decay_dirty, pool->dirty.npages);
+    } else if (unlikely(pool->dirty.npages > pool_dirty_cap(pool)) && pool->decay_dirty.ms > 0) {
         pool_purge_over_cap(pool, freed_pages);
+    }
     ma_mutex_unlock(&pool->lock);
 }
 

@@ -155,6 +155,7 @@ typedef struct extent_pool {
     rtree_fastmap_t *fastmap;  /* where its slabs are marked (NULL: nowhere) */
     unsigned ind;              /* arena index, for messages and stats */
     bool shared;               /* in the pools that lend each other dirty pages */
+    bool abandoned;            /* its arena's threads have all left (atomic; extent_dalloc) */
     pool_stats_t stats;
     decay_t decay_dirty, decay_muzzy;
     eset_t dirty, muzzy, retained;

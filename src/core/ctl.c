@@ -127,7 +127,7 @@ static int h_thread_arena(ctl_req_t *r, ctl_val_t *out)
             /* Cached objects go back to where they came from first. */
             tcache_flush(tsd);
             arena_thread_leave(old);
-            ma_fetch_add(&a->nthreads, 1);
+            arena_thread_join(a);
             tsd_set_arena(tsd, a);
         }
     }

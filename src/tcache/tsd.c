@@ -69,5 +69,5 @@ void tsd_postfork_child(void)
     /* The forking thread is the child's only thread: count it back in. */
     tsd_t *tsd = tsd_get();
     if (tsd->arena != NULL && tsd->state == TSD_NOMINAL)
-        ma_fetch_add(&tsd->arena->nthreads, 1);
+        arena_thread_join(tsd->arena);
 }
