@@ -257,6 +257,28 @@ Test(linking, the_library_uses_no_libc_system_call_wrapper, .timeout = 60)
     }
 }
 
+/* The allocator's static state in a program that does not profile: the
+ * small variables lie together in .bss, the large arrays after them in
+ * .lbss (MA_LARGE_BSS) with only the slots in use touched, and the
+ * profiler's pool is set up at its first sample. Scattered among the
+ * arrays, the small variables kept 9 pages of .bss resident (12 in all). */
+Test(linking, a_program_that_does_not_profile_keeps_few_static_pages, .timeout = 60)
+{
+    char so[PATH_MAX], bin[PATH_MAX], env[PATH_MAX + 32];
+    static char out[OUTLEN];
+    build_path(so, "libmyalloc.so");
+    build_path(bin, "helpers/static_pages_probe");
+    snprintf(env, sizeof(env), "LD_PRELOAD='%s'", so);
+    char cmd[4 * PATH_MAX];
+    snprintf(cmd, sizeof(cmd), "env -u LD_PRELOAD -u MYALLOC_CONF %s '%s'", env, bin);
+    cr_assert_eq(tu_run(cmd, out, sizeof(out)), 0, "%s failed:\n%s", cmd, out);
+    long segment = val(out, "segment_pages"), resident = val(out, "resident_pages");
+    cr_log_info("static pages: %ld resident of %ld", resident, segment);
+    cr_assert_gt(segment, 100, "the writable segment (with .lbss) is not where expected:\n%s", out);
+    cr_assert_gt(resident, 0, "%s", out);
+    cr_assert_leq(resident, 8, "%ld pages of the allocator's static data resident", resident);
+}
+
 /* The link order (Makefile): the code every program runs lies first, and
  * within the first 64 KiB of the library's text, what only profiling,
  * mallctl and reports run after it, so that the kernel's fault-around on

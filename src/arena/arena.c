@@ -9,7 +9,7 @@
 #include "pages.h"
 #include "slab.h"
 
-arena_t *arenas[ARENAS_MAX];
+MA_LARGE_BSS arena_t *arenas[ARENAS_MAX];
 unsigned arena_narenas = 1;
 static ma_mutex_t arenas_lock = MA_MUTEX_INITIALIZER; /* creation */
 

@@ -217,7 +217,7 @@ static bool rtree_prepare(uintptr_t addr, size_t size)
 
 /* Every pool by its index: an active slab finds the fast map of the arena
  * using it through arena_ind (extent_t keeps no pointer to it). */
-static extent_pool_t *pools_by_ind[EXTENT_POOL_IND_MAX + 1];
+MA_LARGE_BSS static extent_pool_t *pools_by_ind[EXTENT_POOL_IND_MAX + 1];
 
 _Static_assert(sizeof(extent_pool_t) % 8 == 0 && sizeof(decay_t) % 8 == 0, "cleared by whole words");
 

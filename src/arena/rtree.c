@@ -9,7 +9,7 @@
 #include "base.h"
 #include "pages.h"
 
-rtree_elm_t *rtree_root[RTREE_ROOT_N];
+MA_LARGE_BSS rtree_elm_t *rtree_root[RTREE_ROOT_N];
 static ma_mutex_t rtree_lock = MA_MUTEX_INITIALIZER; /* serialises leaf creation */
 
 _Static_assert(SC_NBINS < 255, "the fast map stores binind + 1 in a byte");

@@ -24,6 +24,11 @@
  * only. */
 #define MA_HIDDEN   __attribute__((visibility("hidden")))
 #define MA_UNUSED   __attribute__((unused))
+/* On the definition of a large zero-initialised array: into .lbss, which
+ * the linker places after .bss, so the small variables lie together on a
+ * page or two instead of each keeping a page resident between arrays that
+ * are touched in one place or not at all (doc/internals.md). */
+#define MA_LARGE_BSS __attribute__((section(".lbss")))
 #define MA_CACHELINE 64
 #define MA_ALIGNED(n) __attribute__((aligned(n)))
 

@@ -642,7 +642,7 @@ size_t ctl_type_size(ctl_type_t t)
 
 /* Words: every literal component of every name, numbered for MIBs. */
 #define CTL_WORDS_MAX 1024
-static const char *words[CTL_WORDS_MAX];
+MA_LARGE_BSS static const char *words[CTL_WORDS_MAX];
 static uint8_t word_len[CTL_WORDS_MAX];
 static unsigned nwords;
 static ma_mutex_t words_lock = MA_MUTEX_INITIALIZER;

@@ -300,7 +300,7 @@ MA_EXPORT void malloc_stats_print(void (*write_cb)(void *, const char *), void *
         return;
     if (opts == NULL)
         opts = "";
-    static printer_t pr; /* 4 KiB buffer: not on the caller's stack */
+    MA_LARGE_BSS static printer_t pr; /* 4 KiB buffer: not on the caller's stack */
     static ma_mutex_t print_lock = MA_MUTEX_INITIALIZER;
     ma_mutex_lock(&print_lock);
     printer_t *p = &pr;

@@ -41,7 +41,12 @@ unsigned prof_format = PROF_FORMAT_TEXT;
  * are madvised MADV_NOHUGEPAGE once each, when mapped, so every sample has
  * native pages of its own (residency is measurable per sample) without a
  * madvise per page (which would split VMAs). */
-static extent_pool_t sampled_pool;
+MA_LARGE_BSS static extent_pool_t sampled_pool;
+/* The pool is set up at the first sample, not at startup: its three pages,
+ * and that of its slot in the pool table, stay untouched in a program that
+ * never profiles. Set once, under sampled_pool_lock. */
+static bool sampled_pool_ready;
+static ma_mutex_t sampled_pool_lock = MA_MUTEX_INITIALIZER;
 static size_t unrecorded_small_bytes; /* of samples the table could not record (rare) */
 static bool bt_warm;
 static ma_mutex_t active_lock = MA_MUTEX_INITIALIZER;
@@ -125,6 +130,19 @@ static void run_cache_drain(void)
     }
 }
 
+static extent_pool_t *sampled_pool_get(void)
+{
+    if (unlikely(!ma_load_acquire(&sampled_pool_ready))) {
+        ma_mutex_lock(&sampled_pool_lock);
+        if (!sampled_pool_ready) {
+            extent_pool_init(&sampled_pool, ARENAS_MAX, true);
+            ma_store_release(&sampled_pool_ready, true);
+        }
+        ma_mutex_unlock(&sampled_pool_lock);
+    }
+    return &sampled_pool;
+}
+
 void prof_bt_boot(void);
 void prof_dump_boot(void);
 void prof_dump_prefork(void);
@@ -134,7 +152,6 @@ void prof_dump_postfork_child(void);
 bool prof_boot(void)
 {
     prof_unwind_count_startup_objects();
-    extent_pool_init(&sampled_pool, ARENAS_MAX, true);
     prof_lg_sample = opt_lg_prof_sample;
     prof_gdump_on = opt_prof && opt_prof_gdump;
     prof_active = opt_prof && opt_prof_active;
@@ -185,7 +202,7 @@ void *prof_alloc_sampled(arena_t *arena, size_t usize, size_t align, bool zero, 
         bool zeroed = false;
         e = align <= PAGE ? run_cache_take(PAGE_CEIL(usize) >> LG_PAGE) : NULL;
         if (e == NULL)
-            e = extent_alloc(&sampled_pool, PAGE_CEIL(usize), MA_MAX(align, PAGE), szind, false, &zeroed);
+            e = extent_alloc(sampled_pool_get(), PAGE_CEIL(usize), MA_MAX(align, PAGE), szind, false, &zeroed);
         if (e == NULL)
             return NULL;
         p = (void *)e->addr;
@@ -242,7 +259,8 @@ void prof_decay(uint64_t now_ns, size_t max_pages)
         if (!used)
             run_cache_drain();
     }
-    extent_decay(&sampled_pool, now_ns, max_pages);
+    if (ma_load_acquire(&sampled_pool_ready))
+        extent_decay(&sampled_pool, now_ns, max_pages);
 }
 
 void prof_region_stats(prof_region_t *out)
@@ -391,6 +409,7 @@ void prof_prefork(void)
     ma_mutex_prefork(&active_lock);
     prof_dump_prefork();
     prof_table_prefork();
+    ma_mutex_prefork(&sampled_pool_lock);
     extent_pool_prefork(&sampled_pool);
     ma_mutex_prefork(&run_cache.lock);
 }
@@ -399,6 +418,7 @@ void prof_postfork_parent(void)
 {
     ma_mutex_postfork_parent(&run_cache.lock);
     extent_pool_postfork_parent(&sampled_pool);
+    ma_mutex_postfork_parent(&sampled_pool_lock);
     prof_table_postfork_parent();
     prof_dump_postfork_parent();
     ma_mutex_postfork_parent(&active_lock);
@@ -409,6 +429,7 @@ void prof_postfork_child(void)
 {
     ma_mutex_postfork_child(&run_cache.lock);
     extent_pool_postfork_child(&sampled_pool);
+    ma_mutex_postfork_child(&sampled_pool_lock);
     prof_table_postfork_child();
     prof_dump_postfork_child();
     prof_unwind_postfork_child();

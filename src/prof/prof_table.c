@@ -14,8 +14,8 @@
  * stack sampled at many sizes (one call site with sizes from a formula) has
  * as many records, and walking its list on every sample cost ~100 ns in
  * cache misses. A record's bucket is in its stack's stripe. */
-static prof_stack_t *buckets[PROF_NBUCKETS];
-static prof_rec_t *rec_buckets[PROF_NBUCKETS];
+MA_LARGE_BSS static prof_stack_t *buckets[PROF_NBUCKETS];
+MA_LARGE_BSS static prof_rec_t *rec_buckets[PROF_NBUCKETS];
 static base_cache_t rec_records = BASE_CACHE_INIT(prof_rec_t);
 
 /* A stripe: the lock of its buckets, and what a sample would otherwise
@@ -33,7 +33,7 @@ typedef struct prof_stripe {
     size_t small_bytes;
 } MA_ALIGNED(MA_CACHELINE) prof_stripe_t;
 
-static prof_stripe_t stripes[PROF_NSTRIPES]; /* zero: unlocked, empty */
+MA_LARGE_BSS static prof_stripe_t stripes[PROF_NSTRIPES]; /* zero: unlocked, empty */
 
 static prof_stripe_t *stripe_of(uint64_t hash)
 {

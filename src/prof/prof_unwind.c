@@ -169,7 +169,7 @@ typedef struct pu_set {
 
 _Static_assert(sizeof(pu_set_t) == MA_CACHELINE, "a set is one cache line");
 
-static pu_set_t pu_cache[PU_NSETS];
+MA_LARGE_BSS static pu_set_t pu_cache[PU_NSETS];
 static unsigned pu_victim; /* alternates the way replaced in full sets */
 
 static inline pu_set_t *pu_set_of(uintptr_t key)
