@@ -711,7 +711,15 @@ static void *abandon_owner_main(void *arg)
 /* The owner allocates on an arena no other thread uses, then exits (or
  * stays alive); this thread frees everything; returns the pages the arena
  * purged meanwhile, and its dirty and active pages after. */
-static size_t free_into_arena(bool owner_exits, ssize_t dirty_ms, size_t *pdirty, size_t *pactive)
+static void *visit_arena_main(void *arg)
+{
+    set_thread_arena(*(unsigned *)arg);
+    free(malloc(64));
+    return NULL;
+}
+
+static size_t free_into_arena(bool owner_exits, bool revisited, ssize_t dirty_ms, size_t *pdirty,
+                              size_t *pactive)
 {
     unsigned narenas = 0;
     size_t nsz = sizeof(narenas);
@@ -723,6 +731,12 @@ static size_t free_into_arena(bool owner_exits, ssize_t dirty_ms, size_t *pdirty
     cr_assert_neq(x, home, "no arena without threads among %u", narenas);
     cr_assert_not_null(arena_get(x));
     set_decay(x, dirty_ms, 0);
+    if (revisited) {
+        /* A thread uses the arena and exits before the owner comes. */
+        pthread_t v;
+        cr_assert_eq(pthread_create(&v, NULL, visit_arena_main, &x), 0);
+        cr_assert_eq(pthread_join(v, NULL), 0);
+    }
     uint64_t purged0 = astat64(x, "dirty_purged");
 
     unsigned n = 2 * ABANDON_N;
@@ -768,7 +782,7 @@ static size_t abandon_pages(void)
 Test(decay, what_is_freed_into_an_abandoned_arena_is_purged_at_once)
 {
     size_t pdirty, pactive, pages = abandon_pages();
-    size_t purged = free_into_arena(true, 10000, &pdirty, &pactive);
+    size_t purged = free_into_arena(true, false, 10000, &pdirty, &pactive);
     cr_log_info("abandoned arena: %zu pages purged (slabs of %zu pages), %zu dirty, %zu active left", purged,
                 pages, pdirty, pactive);
     cr_assert_geq(purged, pages * 9 / 10, "only %zu of %zu pages purged", purged, pages);
@@ -781,8 +795,19 @@ Test(decay, what_is_freed_into_an_abandoned_arena_is_purged_at_once)
 Test(decay, an_arena_with_a_thread_keeps_what_is_freed_for_decay)
 {
     size_t pdirty, pactive, pages = abandon_pages();
-    size_t purged = free_into_arena(false, 10000, &pdirty, &pactive);
+    size_t purged = free_into_arena(false, false, 10000, &pdirty, &pactive);
     cr_log_info("arena with its thread: %zu pages purged, %zu dirty, %zu active", purged, pdirty, pactive);
+    cr_assert_leq(purged, pages / 10, "%zu pages purged before their decay time", purged);
+    cr_assert_geq(pdirty + pactive, pages * 9 / 10, "only %zu + %zu of %zu pages kept", pdirty, pactive, pages);
+}
+
+/* Threads come and go on it (each wave of a thread pool): the next one will
+ * take the pages, which stay until decay. */
+Test(decay, an_arena_that_threads_come_back_to_keeps_what_is_freed_for_decay)
+{
+    size_t pdirty, pactive, pages = abandon_pages();
+    size_t purged = free_into_arena(true, true, 10000, &pdirty, &pactive);
+    cr_log_info("arena abandoned again: %zu pages purged, %zu dirty, %zu active", purged, pdirty, pactive);
     cr_assert_leq(purged, pages / 10, "%zu pages purged before their decay time", purged);
     cr_assert_geq(pdirty + pactive, pages * 9 / 10, "only %zu + %zu of %zu pages kept", pdirty, pactive, pages);
 }
@@ -790,7 +815,7 @@ Test(decay, an_arena_with_a_thread_keeps_what_is_freed_for_decay)
 Test(decay, an_abandoned_arena_with_decay_off_purges_nothing)
 {
     size_t pdirty, pactive, pages = abandon_pages();
-    size_t purged = free_into_arena(true, -1, &pdirty, &pactive);
+    size_t purged = free_into_arena(true, false, -1, &pdirty, &pactive);
     cr_log_info("abandoned arena, decay -1: %zu pages purged, %zu dirty, %zu active", purged, pdirty, pactive);
     cr_assert_eq(purged, 0, "%zu pages purged with dirty_decay_ms -1", purged);
     cr_assert_geq(pdirty + pactive, pages * 9 / 10, "only %zu + %zu of %zu pages kept", pdirty, pactive, pages);

@@ -88,17 +88,18 @@ arena_t *arena_choose(void)
 /* An arena whose threads have all left is abandoned until one joins: what
  * is freed into it then (by other threads, after its own exited) goes back
  * to the pool and out of memory at once (bin_slab_emptied_locked,
- * extent_dalloc) instead of waiting for a decay that nothing ticks. */
+ * extent_dalloc) instead of waiting for a decay that nothing ticks, unless
+ * threads have been coming back to it (extent_pool_trimming). */
 void arena_thread_join(arena_t *a)
 {
     if (a != NULL && ma_fetch_add(&a->nthreads, 1) == 0)
-        ma_store_relaxed(&a->pool.abandoned, false);
+        extent_pool_set_abandoned(&a->pool, false);
 }
 
 void arena_thread_leave(arena_t *a)
 {
     if (a != NULL && ma_fetch_sub(&a->nthreads, 1) == 1)
-        ma_store_relaxed(&a->pool.abandoned, true);
+        extent_pool_set_abandoned(&a->pool, true);
 }
 
 /* ---------------------------------------------------------------------
@@ -277,7 +278,7 @@ static void bin_slab_emptied_locked(bin_t *bin, extent_t *slab)
         bin_slab_release_locked(bin, slab);
         return;
     }
-    if (unlikely(ma_load_relaxed(&slab->pool->abandoned))) {
+    if (unlikely(ma_load_relaxed(&slab->pool->abandoned)) && extent_pool_trimming(slab->pool)) {
         /* No fill will come: this slab and those kept for fills go back. */
         unsigned binind = slab->szind;
         bin_slab_release_locked(bin, slab);

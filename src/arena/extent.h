@@ -155,7 +155,8 @@ typedef struct extent_pool {
     rtree_fastmap_t *fastmap;  /* where its slabs are marked (NULL: nowhere) */
     unsigned ind;              /* arena index, for messages and stats */
     bool shared;               /* in the pools that lend each other dirty pages */
-    bool abandoned;            /* its arena's threads have all left (atomic; extent_dalloc) */
+    bool abandoned;            /* its arena's threads have all left (atomic) */
+    uint64_t rejoined_ns;      /* when a thread last joined it after that (atomic; 0: never) */
     pool_stats_t stats;
     decay_t decay_dirty, decay_muzzy;
     eset_t dirty, muzzy, retained;
@@ -171,6 +172,14 @@ void extent_pool_init(extent_pool_t *pool, unsigned ind, bool nohuge);
  * pool's active pages and go back to it when freed; only the arena using
  * it (arena_ind) and the fast map marking it are the taker's. */
 void extent_pool_share(extent_pool_t *pool);
+
+/* Mark pool's arena abandoned (its last thread left) or joined again. */
+void extent_pool_set_abandoned(extent_pool_t *pool, bool abandoned);
+/* Whether what is freed into pool goes back at once (arena.c, extent_dalloc):
+ * its arena is abandoned, decay is on, and no thread has come back to the
+ * arena within the dirty decay time (where threads come and go, the next
+ * one takes the pages, and purging them would only fault them in again). */
+bool extent_pool_trimming(extent_pool_t *pool);
 
 /* Options (set before any pool exists): the decay times (ms; -1 never,
  * 0 at once), whether address space is kept (retain), and huge pages for
