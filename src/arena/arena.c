@@ -59,6 +59,14 @@ arena_t *arena_get(unsigned ind)
 
 static ma_mutex_t choose_lock = MA_MUTEX_INITIALIZER;
 
+/* Under choose_lock: whether a's threads have all left, from its count
+ * (join and leave may race; whoever takes the lock last sees the count
+ * both left behind). */
+static void arena_update_abandoned_locked(arena_t *a)
+{
+    extent_pool_set_abandoned(&a->pool, ma_load_relaxed(&a->nthreads) == 0);
+}
+
 arena_t *arena_choose(void)
 {
     /* Least-loaded first; an arena not created yet has no threads. The
@@ -80,7 +88,8 @@ arena_t *arena_choose(void)
     arena_t *a = arena_get(best);
     if (a == NULL)
         a = arena_get(0);
-    arena_thread_join(a);
+    if (a != NULL && ma_fetch_add(&a->nthreads, 1) == 0)
+        arena_update_abandoned_locked(a);
     ma_mutex_unlock(&choose_lock);
     return a;
 }
@@ -92,14 +101,20 @@ arena_t *arena_choose(void)
  * threads have been coming back to it (extent_pool_trimming). */
 void arena_thread_join(arena_t *a)
 {
-    if (a != NULL && ma_fetch_add(&a->nthreads, 1) == 0)
-        extent_pool_set_abandoned(&a->pool, false);
+    if (a != NULL && ma_fetch_add(&a->nthreads, 1) == 0) {
+        ma_mutex_lock(&choose_lock);
+        arena_update_abandoned_locked(a);
+        ma_mutex_unlock(&choose_lock);
+    }
 }
 
 void arena_thread_leave(arena_t *a)
 {
-    if (a != NULL && ma_fetch_sub(&a->nthreads, 1) == 1)
-        extent_pool_set_abandoned(&a->pool, true);
+    if (a != NULL && ma_fetch_sub(&a->nthreads, 1) == 1) {
+        ma_mutex_lock(&choose_lock);
+        arena_update_abandoned_locked(a);
+        ma_mutex_unlock(&choose_lock);
+    }
 }
 
 /* ---------------------------------------------------------------------
