@@ -792,24 +792,28 @@ Test(decay, what_is_freed_into_an_abandoned_arena_is_purged_at_once)
     cr_assert_leq(pactive, 8, "%zu pages still active in empty slabs", pactive);
 }
 
-Test(decay, an_arena_with_a_thread_keeps_what_is_freed_for_decay)
+/* Freed into arena x with decay on, the pages stay (dirty, or in slabs the
+ * bins keep) for decay: nothing purged yet. */
+static void expect_kept_for_decay(const char *what, bool owner_exits, bool revisited)
 {
     size_t pdirty, pactive, pages = abandon_pages();
-    size_t purged = free_into_arena(false, false, 10000, &pdirty, &pactive);
-    cr_log_info("arena with its thread: %zu pages purged, %zu dirty, %zu active", purged, pdirty, pactive);
-    cr_assert_leq(purged, pages / 10, "%zu pages purged before their decay time", purged);
-    cr_assert_geq(pdirty + pactive, pages * 9 / 10, "only %zu + %zu of %zu pages kept", pdirty, pactive, pages);
+    size_t purged = free_into_arena(owner_exits, revisited, 10000, &pdirty, &pactive);
+    cr_log_info("%s: %zu pages purged, %zu dirty, %zu active", what, purged, pdirty, pactive);
+    cr_assert_leq(purged, pages / 10, "%s: %zu pages purged before their decay time", what, purged);
+    cr_assert_geq(pdirty + pactive, pages * 9 / 10, "%s: only %zu + %zu of %zu pages kept", what, pdirty,
+                  pactive, pages);
+}
+
+Test(decay, an_arena_with_a_thread_keeps_what_is_freed_for_decay)
+{
+    expect_kept_for_decay("arena with its thread", false, false);
 }
 
 /* Threads come and go on it (each wave of a thread pool): the next one will
  * take the pages, which stay until decay. */
 Test(decay, an_arena_that_threads_come_back_to_keeps_what_is_freed_for_decay)
 {
-    size_t pdirty, pactive, pages = abandon_pages();
-    size_t purged = free_into_arena(true, true, 10000, &pdirty, &pactive);
-    cr_log_info("arena abandoned again: %zu pages purged, %zu dirty, %zu active", purged, pdirty, pactive);
-    cr_assert_leq(purged, pages / 10, "%zu pages purged before their decay time", purged);
-    cr_assert_geq(pdirty + pactive, pages * 9 / 10, "only %zu + %zu of %zu pages kept", pdirty, pactive, pages);
+    expect_kept_for_decay("arena abandoned again", true, true);
 }
 
 Test(decay, an_abandoned_arena_with_decay_off_purges_nothing)
