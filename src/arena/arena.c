@@ -20,6 +20,7 @@ static void arena_init(arena_t *a, unsigned ind)
     rtree_fastmap_init(&a->fastmap);
     extent_pool_init(&a->pool, ind, false);
     a->pool.fastmap = &a->fastmap;
+    a->pool.nthreads = &a->nthreads;
     extent_pool_share(&a->pool); /* bins' locks are zero: unlocked */
 }
 
@@ -59,14 +60,6 @@ arena_t *arena_get(unsigned ind)
 
 static ma_mutex_t choose_lock = MA_MUTEX_INITIALIZER;
 
-/* Under choose_lock: whether a's threads have all left, from its count
- * (join and leave may race; whoever takes the lock last sees the count
- * both left behind). */
-static void arena_update_abandoned_locked(arena_t *a)
-{
-    extent_pool_set_abandoned(&a->pool, ma_load_relaxed(&a->nthreads) == 0);
-}
-
 arena_t *arena_choose(void)
 {
     /* Least-loaded first; an arena not created yet has no threads. The
@@ -88,33 +81,26 @@ arena_t *arena_choose(void)
     arena_t *a = arena_get(best);
     if (a == NULL)
         a = arena_get(0);
-    if (a != NULL && ma_fetch_add(&a->nthreads, 1) == 0)
-        arena_update_abandoned_locked(a);
+    arena_thread_join(a);
     ma_mutex_unlock(&choose_lock);
     return a;
 }
 
-/* An arena whose threads have all left is abandoned until one joins: what
- * is freed into it then (by other threads, after its own exited) goes back
- * to the pool and out of memory at once (bin_slab_emptied_locked,
- * extent_dalloc) instead of waiting for a decay that nothing ticks, unless
- * threads have been coming back to it (extent_pool_trimming). */
+/* An arena that threads used and none uses now is abandoned: what other
+ * threads free into it goes back to the pool and out of memory at once
+ * (bin_slab_emptied_locked, extent_dalloc) instead of waiting for a decay
+ * that nothing there ticks, unless threads have been coming back to it
+ * (extent_pool_trimming, which reads the count itself). */
 void arena_thread_join(arena_t *a)
 {
-    if (a != NULL && ma_fetch_add(&a->nthreads, 1) == 0) {
-        ma_mutex_lock(&choose_lock);
-        arena_update_abandoned_locked(a);
-        ma_mutex_unlock(&choose_lock);
-    }
+    if (a != NULL && ma_fetch_add(&a->nthreads, 1) == 0 && ma_load_relaxed(&a->pool.ever_left))
+        ma_store_relaxed(&a->pool.rejoined_ns, decay_now_ns());
 }
 
 void arena_thread_leave(arena_t *a)
 {
-    if (a != NULL && ma_fetch_sub(&a->nthreads, 1) == 1) {
-        ma_mutex_lock(&choose_lock);
-        arena_update_abandoned_locked(a);
-        ma_mutex_unlock(&choose_lock);
-    }
+    if (a != NULL && ma_fetch_sub(&a->nthreads, 1) == 1)
+        ma_store_relaxed(&a->pool.ever_left, true);
 }
 
 /* ---------------------------------------------------------------------
@@ -293,7 +279,7 @@ static void bin_slab_emptied_locked(bin_t *bin, extent_t *slab)
         bin_slab_release_locked(bin, slab);
         return;
     }
-    if (unlikely(ma_load_relaxed(&slab->pool->abandoned)) && extent_pool_trimming(slab->pool)) {
+    if (unlikely(extent_pool_trimming(slab->pool))) {
         /* No fill will come: this slab and those kept for fills go back. */
         unsigned binind = slab->szind;
         bin_slab_release_locked(bin, slab);
@@ -1070,7 +1056,7 @@ void arena_postfork_child(void)
             ma_mutex_postfork_child(&a->bins[b].lock);
         /* Only the forking thread survives; it re-counts itself. */
         a->nthreads = 0;
-        a->pool.abandoned = true;
+        a->pool.ever_left = true; /* the other threads are gone */
     }
     ma_mutex_postfork_child(&arenas_lock);
     ma_mutex_postfork_child(&choose_lock);

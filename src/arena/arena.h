@@ -38,8 +38,8 @@ typedef struct bin_stats {
  * slabcur goes into the empty heap (nempty of them, address-ordered) while
  * those hold at most BIN_EMPTY_BYTES (at least one slab), else back to the
  * pool (and, with the others, always back when the arena is abandoned:
- * arena_thread_join). A fill that finds no free region takes the lowest empty slab before
- * anything else: where objects are freed by other threads (collected in
+ * arena_thread_join). A fill that finds no free region takes the lowest
+ * empty slab before anything else: where objects are freed by other threads (collected in
  * bursts, each emptying slabs) the bin would otherwise give slabs back to
  * the pool and take them again at nearly every fill (prodcons 8+8: 150k
  * slabs made for 6M objects). Decay gives the empty slabs back within

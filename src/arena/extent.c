@@ -542,17 +542,11 @@ static void pool_purge_over_cap(extent_pool_t *pool, size_t freed_pages)
     decay_purged(&pool->decay_dirty, pool->dirty.npages);
 }
 
-void extent_pool_set_abandoned(extent_pool_t *pool, bool abandoned)
-{
-    if (!abandoned && ma_load_relaxed(&pool->abandoned))
-        ma_store_relaxed(&pool->rejoined_ns, decay_now_ns());
-    ma_store_relaxed(&pool->abandoned, abandoned);
-}
-
 bool extent_pool_trimming(extent_pool_t *pool)
 {
     ssize_t ms = pool->decay_dirty.ms;
-    if (likely(!ma_load_relaxed(&pool->abandoned)) || ms < 0)
+    if (pool->nthreads == NULL || ma_load_relaxed(pool->nthreads) != 0 || !ma_load_relaxed(&pool->ever_left) ||
+        ms < 0)
         return false;
     uint64_t back = ma_load_relaxed(&pool->rejoined_ns);
     return back == 0 || decay_now_ns() - back >= (uint64_t)ms * 1000000u;
@@ -595,9 +589,7 @@ void extent_dalloc(extent_pool_t *pool, extent_t *e)
      * uses any more (frees after its threads exited: nobody here will take
      * the pages again soon, and no allocation ticks decay for it), as
      * glibc trims a heap's top on free. */
-    if (unlikely(pool->decay_dirty.ms == 0)) {
-        pool_purge_locked(pool, &pool->dirty, 0, SIZE_MAX, pool->decay_muzzy.ms != 0);
-    } else if (unlikely(ma_load_relaxed(&pool->abandoned)) && extent_pool_trimming(pool)) {
+    if (unlikely(pool->decay_dirty.ms == 0) || extent_pool_trimming(pool)) {
         pool_purge_locked(pool, &pool->dirty, 0, SIZE_MAX, pool->decay_muzzy.ms != 0);
         decay_purged(&pool->decay_dirty, pool->dirty.npages);
     } else if (unlikely(pool->dirty.npages > pool_dirty_cap(pool)) && pool->decay_dirty.ms > 0) {

@@ -155,8 +155,9 @@ typedef struct extent_pool {
     rtree_fastmap_t *fastmap;  /* where its slabs are marked (NULL: nowhere) */
     unsigned ind;              /* arena index, for messages and stats */
     bool shared;               /* in the pools that lend each other dirty pages */
-    bool abandoned;            /* its arena's threads have all left (atomic) */
-    uint64_t rejoined_ns;      /* when a thread last joined it after that (atomic; 0: never) */
+    const uint32_t *nthreads;  /* its arena's thread count (NULL: the profiler's pool) */
+    bool ever_left;            /* a thread has left its arena (atomic; never cleared) */
+    uint64_t rejoined_ns;      /* when a thread last joined its arena with none in it (atomic) */
     pool_stats_t stats;
     decay_t decay_dirty, decay_muzzy;
     eset_t dirty, muzzy, retained;
@@ -173,12 +174,11 @@ void extent_pool_init(extent_pool_t *pool, unsigned ind, bool nohuge);
  * it (arena_ind) and the fast map marking it are the taker's. */
 void extent_pool_share(extent_pool_t *pool);
 
-/* Mark pool's arena abandoned (its last thread left) or joined again. */
-void extent_pool_set_abandoned(extent_pool_t *pool, bool abandoned);
 /* Whether what is freed into pool goes back at once (arena.c, extent_dalloc):
- * its arena is abandoned, decay is on, and no thread has come back to the
- * arena within the dirty decay time (where threads come and go, the next
- * one takes the pages, and purging them would only fault them in again). */
+ * its arena is abandoned (threads used it, none does now), decay is on, and
+ * no thread has come back to the arena within the dirty decay time (where
+ * threads come and go, the next one takes the pages, and purging them would
+ * only fault them in again). */
 bool extent_pool_trimming(extent_pool_t *pool);
 
 /* Options (set before any pool exists): the decay times (ms; -1 never,
