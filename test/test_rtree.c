@@ -430,3 +430,35 @@ Test(rtree, fast_map_after_a_slab_is_freed_through_the_bins)
     slab_freed_through_the_bins(sc_size2index(2 * 64)); /* whole lines: on the line map too */
     tcache_set_enabled(tsd, true);
 }
+
+/* A page-map leaf (2 MiB, one per GiB of address space in use) is written
+ * only where it describes memory: one page for a 2 MiB chunk, aligned. It
+ * was three: the metadata block's record on the leaf's first page, and the
+ * chunk's 512 entries across two pages (the leaf began 64 bytes into its
+ * block). */
+Test(rtree, a_leaf_writes_one_page_for_a_chunk)
+{
+    uint64_t seed = 99;
+    uintptr_t g = 0;
+    for (int tries = 0; tries < 200 && g == 0; tries++) {
+        uintptr_t c = (((uintptr_t)1 << 40) + (tu_rand(&seed) % ((uintptr_t)1 << 45))) & ~(GIB - 1);
+        if (rtree_root[c >> RTREE_LG_LEAF_SPAN] == NULL && reserve(c, GIB))
+            g = c;
+    }
+    cr_assert_neq(g, 0, "no GiB of address space free of the page map");
+    const size_t chunk = (size_t)2 << 20, os_page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t c = g + 21 * chunk;
+    cr_assert(rtree_write_range(c, chunk, rtree_elm_make(fake_extent(7), 2, RTREE_SLAB)));
+    rtree_elm_t *leaf = rtree_root[g >> RTREE_LG_LEAF_SPAN];
+    cr_assert_not_null(leaf);
+    size_t n = RTREE_LEAF_N * sizeof(rtree_elm_t) / os_page, resident = 0;
+    unsigned char *vec = malloc(n);
+    cr_assert_eq(mincore(leaf, n * os_page, vec), 0);
+    for (size_t i = 0; i < n; i++)
+        resident += vec[i] & 1;
+    free(vec);
+    size_t want = MA_MAX(chunk / PAGE * sizeof(rtree_elm_t) / os_page, 1);
+    cr_assert_eq(resident, want, "%zu pages of the leaf resident for one 2 MiB chunk", resident);
+    cr_assert(rtree_write_range(c, chunk, 0));
+    munmap((void *)g, GIB);
+}

@@ -40,7 +40,9 @@ MA_NOINLINE static arena_t *arena_create(unsigned ind)
     ma_mutex_lock(&arenas_lock);
     arena_t *a = ma_load_acquire(&arenas[ind]);
     if (a == NULL) {
-        a = base_alloc(sizeof(arena_t), MA_CACHELINE);
+        /* Page-aligned: what an arena serving a few small classes touches
+         * (its header, pool scalars, decay backlog, first bins) is 3 pages. */
+        a = base_alloc(sizeof(arena_t), PAGE);
         if (a != NULL) {
             arena_init(a, ind);
             ma_store_release(&arenas[ind], a);

@@ -52,10 +52,11 @@ bool decay_advance(decay_t *d, uint64_t now_ns, size_t npages, size_t *limit)
     if (nadvance >= DECAY_NEPOCHS) {
         memset(d->backlog, 0, sizeof(d->backlog));
     } else {
-        memmove(d->backlog, d->backlog + nadvance, (DECAY_NEPOCHS - nadvance) * sizeof(size_t));
-        memset(d->backlog + DECAY_NEPOCHS - nadvance, 0, nadvance * sizeof(size_t));
+        memmove(d->backlog, d->backlog + nadvance, (DECAY_NEPOCHS - nadvance) * sizeof(d->backlog[0]));
+        memset(d->backlog + DECAY_NEPOCHS - nadvance, 0, nadvance * sizeof(d->backlog[0]));
     }
-    d->backlog[DECAY_NEPOCHS - 1] = npages > d->npages_last ? npages - d->npages_last : 0;
+    size_t gained = npages > d->npages_last ? npages - d->npages_last : 0;
+    d->backlog[DECAY_NEPOCHS - 1] = (uint32_t)MA_MIN(gained, (size_t)UINT32_MAX);
     uint64_t sum = 0;
     for (unsigned i = 0; i < DECAY_NEPOCHS; i++)
         sum += (uint64_t)d->backlog[i] * h_table[i];

@@ -26,7 +26,10 @@ typedef struct decay {
     uint64_t interval_ns;        /* one epoch */
     uint64_t epoch_start_ns;     /* when the current epoch began */
     size_t npages_last;          /* the set's size when the last epoch closed */
-    size_t backlog[DECAY_NEPOCHS]; /* pages gained per epoch; [NEPOCHS-1] newest */
+    /* Pages gained per epoch, [NEPOCHS-1] newest; 32 bits (16 TiB of 4 KiB
+     * pages per epoch at most) so that a pool's two backlogs take 1.6 KiB,
+     * not 3.2: each arena has one, and these pages are resident. */
+    uint32_t backlog[DECAY_NEPOCHS];
 } decay_t;
 
 void decay_init(decay_t *d, ssize_t ms, uint64_t now_ns);

@@ -143,10 +143,10 @@ typedef struct pool_stats {
     size_t slab_purged_pages;  /* pages of active slabs purged (arena.c; atomic) */
 } pool_stats_t;
 
-/* 9 KiB, most of it heaps and decay backlogs that a pool touches only as
- * it uses them: the scalars come first so that a new or idle pool (every
- * arena has one; the profiler's sits unused unless profiling) keeps its
- * other pages untouched, not resident. */
+/* 7.4 KiB, most of it heaps and decay backlogs that a pool touches only as
+ * it uses them; the scalars come first. Every arena has one, in its
+ * arena_t: an arena serving the small classes writes 3 pages of both
+ * (test_slab_bin, an_arena_serving_the_smallest_classes_...). */
 typedef struct extent_pool {
     ma_mutex_t lock;
     chunk_t *chunks;

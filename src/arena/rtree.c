@@ -41,7 +41,8 @@ MA_NOINLINE static rtree_elm_t *rtree_leaf_create(uintptr_t i)
     ma_mutex_lock(&rtree_lock);
     rtree_elm_t *leaf = ma_load_acquire(&rtree_root[i]);
     if (leaf == NULL) {
-        leaf = base_alloc(RTREE_LEAF_N * sizeof(rtree_elm_t), 64);
+        /* Page-aligned: the entries of a 2 MiB chunk fill one page. */
+        leaf = base_alloc(RTREE_LEAF_N * sizeof(rtree_elm_t), PAGE);
         if (leaf != NULL)
             ma_store_release(&rtree_root[i], leaf);
     }
