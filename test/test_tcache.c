@@ -1317,22 +1317,30 @@ Test(tcache, a_bin_of_an_extended_slab_class_grows_past_its_first_capacity)
 }
 
 /* Bins grow only within the thread's budget: thrash enough classes (the
- * largest cached small classes that can grow, whatever the page size) that
- * together they could outgrow it; the growth they got stays within it, and
- * reaches it. With remote frees among the thrashing (a 96 B object of
- * another arena's, which goes home, every round) the budget is
- * TCACHE_THREAD_BYTES; without, TCACHE_THREAD_BYTES_LOCAL. */
-static void thrash_within_budget(bool remote)
+ * largest cached classes of the kind that can grow, whatever the page
+ * size) that together they could outgrow it; the growth they got stays
+ * within it, and reaches it. Classes below a page share one budget: with
+ * remote frees among the thrashing (a 96 B object of another arena's, which
+ * goes home, every round) TCACHE_THREAD_BYTES, without,
+ * TCACHE_THREAD_BYTES_LOCAL. Classes of a page or more have their own,
+ * TCACHE_THREAD_BYTES_PAGES: a cached object of theirs pins little but
+ * itself. */
+static void thrash_within_budget(bool remote, bool pages)
 {
     enum { N = TCACHE_NSLOTS_SMALL_MAX };
     static void *ps[N];
-    const size_t budget = remote ? TCACHE_THREAD_BYTES : TCACHE_THREAD_BYTES_LOCAL;
+    const size_t budget = pages ? TCACHE_THREAD_BYTES_PAGES : remote ? TCACHE_THREAD_BYTES : TCACHE_THREAD_BYTES_LOCAL;
     remote_owner_t o = {.arena = other_arena()};
     pthread_t th = remote ? remote_owner_start(&o) : (pthread_t)0;
     cr_assert_eq(tsd->remote_cycles, 0, "a fresh thread counts as freeing others' objects");
-    unsigned top = MA_MIN(tsd->tcache_nbins, (unsigned)SC_NBINS) - 1, lo = top + 1;
+    unsigned top = MA_MIN(tsd->tcache_nbins, (unsigned)SC_NBINS) - 1;
+    while (!pages && top > 0 && sc_index2size(top) >= PAGE)
+        top--;
+    if (pages && sc_index2size(top) < PAGE)
+        cr_skip_test("no class of a page or more is cached in this configuration");
+    unsigned lo = top + 1;
     size_t could = 0, smallest = 0;
-    while (lo > 0 && could <= budget + ((size_t)64 << 10)) {
+    while (lo > 0 && could <= budget + ((size_t)64 << 10) && (sc_index2size(lo - 1) >= PAGE) == pages) {
         lo--;
         unsigned most = tcache_bin_cap_max(lo);
         if (most > tcache_bin_cap_init(lo)) {
@@ -1354,13 +1362,15 @@ static void thrash_within_budget(bool remote)
                 free(ps[i]);
         }
     }
-    size_t grown = 0;
+    size_t grown = 0, grown_other = 0;
     for (unsigned ind = 0; ind < tsd->tcache_nbins; ind++) {
         unsigned cap = cache_bin_ncached_max(bin_of(ind));
         cr_assert_geq(cap, tcache_bin_cap_init(ind), "class %zu below its first capacity", sc_index2size(ind));
-        grown += (size_t)(cap - tcache_bin_cap_init(ind)) * sc_index2size(ind);
+        size_t g = (size_t)(cap - tcache_bin_cap_init(ind)) * sc_index2size(ind);
+        *((sc_index2size(ind) >= PAGE) == pages ? &grown : &grown_other) += g;
     }
-    cr_assert_eq(grown, tsd->cap_bytes, "the thread's growth account is off");
+    cr_assert_eq(grown, pages ? tsd->cap_bytes_pages : tsd->cap_bytes, "the thread's growth account is off");
+    cr_assert_eq(grown_other, pages ? tsd->cap_bytes : tsd->cap_bytes_pages, "the other account is off");
     cr_assert_leq(grown, budget, "bins grew by %zu bytes, over the thread's budget of %zu", grown, budget);
     cr_assert_geq(grown, budget - smallest, "bins grew by %zu bytes only (budget %zu)", grown, budget);
     if (remote)
@@ -1369,12 +1379,17 @@ static void thrash_within_budget(bool remote)
 
 Test(tcache, all_bins_of_a_thread_grow_within_its_budget)
 {
-    thrash_within_budget(false);
+    thrash_within_budget(false, false);
 }
 
 Test(tcache, a_thread_freeing_others_objects_grows_within_the_smaller_budget)
 {
-    thrash_within_budget(true);
+    thrash_within_budget(true, false);
+}
+
+Test(tcache, the_bins_of_classes_of_a_page_or_more_grow_within_their_own_budget)
+{
+    thrash_within_budget(false, true);
 }
 
 /* A sized free of another arena's object (free_sized: through dalloc_elm,

@@ -53,7 +53,8 @@ bool tcache_boot(void)
              * bounds of each bin's random walk. At 40: peak RSS 27.1-27.5
              * -> 26.1-26.5 MiB (5 runs; fewer slabs emptied and made
              * again), LL misses per op -14%, instructions -1.4%
-             * (cachegrind, 8 MiB LL). */
+             * (cachegrind, 8 MiB LL). At 160, with the budget of the
+             * page classes (TCACHE_THREAD_BYTES_PAGES), 21.0 MB. */
             if (sc_index2size(i) >= SC_SLAB_EXTENDED_MINCLASS)
                 n = MA_MAX(n, TCACHE_NSLOTS_EXTENDED_MAX);
             init = MA_MIN(MA_MAX(twice, TCACHE_NSLOTS_MIN), TCACHE_NSLOTS_INIT_MAX);
@@ -147,6 +148,7 @@ static void bins_enable(tsd_t *tsd)
 {
     void **pos = tsd->stack_block;
     tsd->cap_bytes = 0;
+    tsd->cap_bytes_pages = 0;
     for (unsigned i = 0; i < TCACHE_NBINS_LIMIT; i++) {
         cache_bin_t *b = &tsd->bins[i];
         if (i >= tsd->tcache_nbins) {
@@ -254,11 +256,11 @@ void *tcache_alloc_hard(tsd_t *tsd, unsigned ind)
     if (tsd->flushed[ind] && cap < bin_nslots[ind]) {
         /* Within the thread's budget for grown bins. */
         size_t usize = sc_index2size(ind);
-        size_t budget = tcache_thread_budget(tsd);
-        size_t room = budget > tsd->cap_bytes ? budget - tsd->cap_bytes : 0;
+        size_t budget = tcache_bin_growth_budget(tsd, ind), *account = tcache_bin_growth_account(tsd, ind);
+        size_t room = budget > *account ? budget - *account : 0;
         unsigned grown = (unsigned)MA_MIN((size_t)MA_MIN(2 * cap, bin_nslots[ind]), cap + room / usize);
         if (grown > cap) {
-            tsd->cap_bytes += (grown - cap) * usize;
+            *account += (grown - cap) * usize;
             cap = grown;
             bin_reserve(tsd, ind, cap);
             bin_set_cap(b, cap);
@@ -317,7 +319,7 @@ void tcache_gc_step(tsd_t *tsd)
         /* Mostly unused: a grown bin shrinks back towards its start. */
         if (lw >= cap / 2 && cap > bin_cap_init[ind] && cache_bin_ncached(b) <= cap / 2) {
             unsigned shrunk = MA_MAX(cap / 2, bin_cap_init[ind]);
-            tsd->cap_bytes -= (cap - shrunk) * sc_index2size(ind);
+            *tcache_bin_growth_account(tsd, ind) -= (cap - shrunk) * sc_index2size(ind);
             bin_set_cap(b, shrunk);
         }
         if (tsd->lg_fill_div[ind] < bin_lg_fill_max[ind])

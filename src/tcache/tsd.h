@@ -72,7 +72,8 @@ typedef struct tsd {
     uint8_t lg_fill_div[TCACHE_NBINS_LIMIT];
     uint8_t ran_empty[TCACHE_NBINS_LIMIT];  /* refilled since the last GC step */
     uint8_t flushed[TCACHE_NBINS_LIMIT];    /* overflowed since the last GC step */
-    size_t cap_bytes;           /* sum over bins of capacity x size */
+    size_t cap_bytes;           /* growth of the bins of classes below a page: capacity x size */
+    size_t cap_bytes_pages;     /* the same for the classes of a page or more */
     uint8_t remote_cycles;      /* GC cycles left that count as freeing others' objects */
     bool prof_thread_active;
     char prof_thread_name[64];
