@@ -145,6 +145,19 @@ static void check_disjoint(extent_t **es, unsigned n)
                       (unsigned long)sorted[i - 1]->addr, sorted[i - 1]->size, (unsigned long)sorted[i]->addr);
 }
 
+/* A new pool (every arena has one) starts with its sets in their states
+ * and its decay times from the options. */
+Test(extent, a_new_pool_starts_with_its_sets_and_decay_times_set)
+{
+    static extent_pool_t fresh;
+    extent_pool_init(&fresh, ARENAS_MAX - 1, false);
+    cr_assert_eq(fresh.dirty.state, EXTENT_DIRTY);
+    cr_assert_eq(fresh.muzzy.state, EXTENT_MUZZY);
+    cr_assert_eq(fresh.retained.state, EXTENT_RETAINED);
+    cr_assert_eq(fresh.decay_dirty.ms, extent_opt_dirty_decay_ms);
+    cr_assert_eq(fresh.decay_muzzy.ms, extent_opt_muzzy_decay_ms);
+}
+
 Test(extent, alloc_sizes_and_alignments)
 {
     size_t npages[] = {1, 2, 3, 4, 5, 7, 8, 13, 16, 33, 100};
