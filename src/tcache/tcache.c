@@ -54,7 +54,7 @@ bool tcache_boot(void)
              * -> 26.1-26.5 MiB (5 runs; fewer slabs emptied and made
              * again), LL misses per op -14%, instructions -1.4%
              * (cachegrind, 8 MiB LL). At 160, with the budget of the
-             * page classes (TCACHE_THREAD_BYTES_PAGES), 21.0 MB. */
+             * page classes (TCACHE_THREAD_BYTES_PAGES), 21,000 KiB. */
             if (sc_index2size(i) >= SC_SLAB_EXTENDED_MINCLASS)
                 n = MA_MAX(n, TCACHE_NSLOTS_EXTENDED_MAX);
             init = MA_MIN(MA_MAX(twice, TCACHE_NSLOTS_MIN), TCACHE_NSLOTS_INIT_MAX);

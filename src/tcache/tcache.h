@@ -73,12 +73,12 @@
  * thread cycling such objects through bins too small for its working set
  * flushes them to their slabs, where they sit as holes, and fills with
  * colder ones (tcmalloc lets a thread cache hold 4 MiB). larson 16 B-32
- * KiB, 1 thread: peak RSS 26.5 -> 21.0 MB, program instructions 66.7 M ->
+ * KiB, 1 thread: peak RSS 26,500 -> 21,000 KiB, program instructions 66.7 M ->
  * 63.9 M (callgrind, 300k pairs), CPU time per pair against tcmalloc's
  * (make bench, 5 runs) 1.66 -> 1.22; this and TCACHE_NSLOTS_EXTENDED_MAX
  * 40 -> 160 together, neither alone. bench-footprint's server: trough
- * +1.5 MiB, end and after freeing all unchanged; frag: after freeing all
- * +2.4 MiB. */
+ * +1,500 KiB, end and after freeing all unchanged; frag: after freeing
+ * all +2,376 KiB. */
 #define TCACHE_THREAD_BYTES_PAGES ((size_t)4 << 20)
 #define TCACHE_REMOTE_CYCLES     2
 
