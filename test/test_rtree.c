@@ -125,11 +125,17 @@ Test(rtree, round_trips_spread_over_the_address_space)
 }
 
 /* A reserved range of npages straddling a 1 GiB leaf boundary. */
+/* A GiB boundary (a leaf's start) in [2^40, 2^40 + 2^45), at random. */
+static uintptr_t random_gib(uint64_t *seed)
+{
+    return (((uintptr_t)1 << 40) + (tu_rand(seed) % ((uintptr_t)1 << 45))) & ~(GIB - 1);
+}
+
 static uintptr_t reserve_across_boundary(size_t npages_before, size_t npages_after)
 {
     uint64_t seed = 4242;
     for (int tries = 0; tries < 200; tries++) {
-        uintptr_t b = (((uintptr_t)1 << 40) + (tu_rand(&seed) % ((uintptr_t)1 << 45))) & ~(GIB - 1);
+        uintptr_t b = random_gib(&seed);
         uintptr_t a = b - npages_before * PAGE;
         if (reserve(a, (npages_before + npages_after) * PAGE))
             return a;
@@ -441,7 +447,7 @@ Test(rtree, a_leaf_writes_one_page_for_a_chunk)
     uint64_t seed = 99;
     uintptr_t g = 0;
     for (int tries = 0; tries < 200 && g == 0; tries++) {
-        uintptr_t c = (((uintptr_t)1 << 40) + (tu_rand(&seed) % ((uintptr_t)1 << 45))) & ~(GIB - 1);
+        uintptr_t c = random_gib(&seed);
         if (rtree_root[c >> RTREE_LG_LEAF_SPAN] == NULL && reserve(c, GIB))
             g = c;
     }
