@@ -408,7 +408,9 @@ static const char *writable[] = {"epoch",
                                  "arenas.dirty_decay_ms",
                                  "arenas.muzzy_decay_ms",
                                  "arena.<i>.dirty_decay_ms",
-                                 "arena.<i>.muzzy_decay_ms"};
+                                 "arena.<i>.muzzy_decay_ms",
+                                 "arenas.dirty_hold_ms",
+                                 "arena.<i>.dirty_hold_ms"};
 
 static bool name_exists(const char *name)
 {
@@ -561,6 +563,30 @@ static void decay_ms_round_trip(const char *name)
     cr_assert_eq(mallctl(name, NULL, NULL, &v, sizeof(int)), EINVAL, "%s with a 4-byte value", name);
 }
 
+/* Hold times: ssize_t milliseconds, 0 (none) .. 2^31-1; written values
+ * read back, negative and oversized ones refused (value kept). */
+static void hold_ms_round_trip(const char *name)
+{
+    ssize_t old, v, back;
+    size_t len = sizeof(old);
+    cr_assert_eq(mallctl(name, &old, &len, NULL, 0), 0, "%s", name);
+    ssize_t vals[] = {0, 1234, INT32_MAX, old};
+    for (size_t i = 0; i < MA_ARRAY_LEN(vals); i++) {
+        v = vals[i];
+        cr_assert_eq(mallctl(name, NULL, NULL, &v, sizeof(v)), 0, "%s = %zd", name, v);
+        len = sizeof(back);
+        cr_assert_eq(mallctl(name, &back, &len, NULL, 0), 0);
+        cr_assert_eq(back, v, "%s: wrote %zd, read %zd", name, v, back);
+    }
+    ssize_t bad[] = {-1, (ssize_t)INT32_MAX + 1};
+    for (size_t i = 0; i < MA_ARRAY_LEN(bad); i++) {
+        cr_assert_eq(mallctl(name, NULL, NULL, &bad[i], sizeof(bad[i])), EFAULT, "%s = %zd accepted", name, bad[i]);
+        len = sizeof(back);
+        cr_assert_eq(mallctl(name, &back, &len, NULL, 0), 0);
+        cr_assert_eq(back, old, "%s changed by a refused write", name);
+    }
+}
+
 Test(ctl, write_and_read_back_decay_and_background_thread)
 {
     if (!name_exists("arenas.dirty_decay_ms"))
@@ -569,10 +595,14 @@ Test(ctl, write_and_read_back_decay_and_background_thread)
     decay_ms_round_trip("arenas.muzzy_decay_ms");
     decay_ms_round_trip("arena.0.dirty_decay_ms");
     decay_ms_round_trip("arena.0.muzzy_decay_ms");
+    hold_ms_round_trip("arenas.dirty_hold_ms");
+    hold_ms_round_trip("arena.0.dirty_hold_ms");
     char name[64];
     snprintf(name, sizeof(name), "arena.%d.dirty_decay_ms", ALL);
     ssize_t v = 100;
     cr_assert_eq(mallctl(name, NULL, NULL, &v, sizeof(v)), EFAULT, "jemalloc: no per-arena setting for all");
+    snprintf(name, sizeof(name), "arena.%d.dirty_hold_ms", ALL);
+    cr_assert_eq(mallctl(name, NULL, NULL, &v, sizeof(v)), EFAULT, "no per-arena hold for all");
     if (name_exists("background_thread")) {
         bool on = true, off = false, now;
         int r = mallctl("background_thread", NULL, NULL, &on, sizeof(on));

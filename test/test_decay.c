@@ -192,6 +192,13 @@ static void set_decay(unsigned a, ssize_t dirty_ms, ssize_t muzzy_ms)
     cr_assert_eq(mallctl(name, NULL, NULL, &muzzy_ms, sizeof(muzzy_ms)), 0, "%s", name);
 }
 
+static void set_hold(unsigned a, ssize_t ms)
+{
+    char name[96];
+    snprintf(name, sizeof(name), "arena.%u.dirty_hold_ms", a);
+    cr_assert_eq(mallctl(name, NULL, NULL, &ms, sizeof(ms)), 0, "%s", name);
+}
+
 /* The byte ticker runs purging every ~1 MiB a thread allocates: this
  * allocates (and frees) bytes in 1 KiB objects, which the thread cache
  * serves, so it adds no memory of its own. */
@@ -977,6 +984,8 @@ Test(decay, arenas_all_purge_and_decay)
     dirty_in_arenas(x, y, bytes, 13);
     set_decay(x, 100, 0);
     set_decay(y, 100, 0);
+    set_hold(x, 0); /* decay alone (the hold has tests of its own) */
+    set_hold(y, 0);
     sleep_ms(400);
     size_t dx = astat(x, "pdirty");
     dy = astat(y, "pdirty");
@@ -2288,6 +2297,7 @@ Test(decay_curve, pool_purges_gradually_and_boundedly)
     extent_pool_init(&pool, POOL_IND, false);
     const ssize_t ms = 1000;
     extent_set_decay(&pool, ms, 0);
+    extent_set_hold(&pool, 0); /* the curve alone: the hold is tested below */
     /* The decay clock starts at extent_set_decay: made-up times from there. */
     uint64_t t0 = pool.decay_dirty.epoch_start_ns, iv = pool.decay_dirty.interval_ns;
     enum { N = 400 };
@@ -2360,6 +2370,7 @@ Test(decay_curve, an_empty_set_skips_its_epochs_and_then_decays_as_usual)
 {
     extent_pool_init(&pool, POOL_IND, false);
     extent_set_decay(&pool, 1000, 0);
+    extent_set_hold(&pool, 0); /* as there */
     uint64_t t0 = pool.decay_dirty.epoch_start_ns, iv = pool.decay_dirty.interval_ns;
     cr_assert_eq(extent_decay(&pool, t0 + 50 * iv + iv / 2, SIZE_MAX), 0);
     cr_assert_eq(pool.decay_dirty.epoch_start_ns, t0, "an empty set's epochs advanced");
@@ -2375,6 +2386,94 @@ Test(decay_curve, an_empty_set_skips_its_epochs_and_then_decays_as_usual)
     cr_assert_eq(pool.decay_dirty.epoch_start_ns, t1, "the epochs did not catch up");
     size_t p = extent_decay(&pool, t1 + (DECAY_NEPOCHS / 2) * iv + iv / 2, SIZE_MAX);
     cr_assert(p > total * 40 / 100 && p < total * 60 / 100, "half-way: %zu of %zu pages purged", p, total);
+}
+
+/* The hold (decay.h): a level noted now is held in full, then by
+ * smoothstep of what is left of the window, slice by slice, and not at all
+ * once the window has passed; a level at or below today's holds nothing;
+ * a rise is noted in the slice it happens in; a window of 0 holds nothing. */
+Test(decay_curve, the_hold_fades_along_smoothstep_over_its_window)
+{
+    decay_hold_t h;
+    const uint64_t t0 = 1000000000ull, slice = 100 * 1000000ull; /* 800 ms window */
+    decay_hold_init(&h, 800, t0, 0);
+    cr_assert_eq(h.bucket_ns, slice);
+    const size_t P = 1000000;
+    decay_hold_note(&h, P);
+    cr_assert_eq(decay_hold_pages(&h, t0, 0), P, "a fresh peak is held in full");
+    cr_assert_eq(decay_hold_pages(&h, t0 + slice / 2, P / 4), P - P / 4, "held above today's level");
+    cr_assert_eq(decay_hold_pages(&h, t0 + slice / 2, P), 0, "nothing held at the peak itself");
+    size_t prev = P;
+    for (unsigned k = 1; k <= DECAY_HOLD_NBUCKETS; k++) {
+        size_t got = decay_hold_pages(&h, t0 + k * slice + slice / 2, 0);
+        double x = (double)(DECAY_HOLD_NBUCKETS - k) / DECAY_HOLD_NBUCKETS;
+        double want = (double)P * x * x * (3 - 2 * x);
+        cr_assert(fabs((double)got - want) <= 1.0, "%u slices on: %zu held, smoothstep says %.0f", k, got, want);
+        cr_assert_leq(got, prev);
+        prev = got;
+    }
+    cr_assert_eq(prev, 0, "held after the window");
+    /* A later, lower peak: the larger of the two weighted differences. */
+    decay_hold_init(&h, 800, t0, 0);
+    decay_hold_note(&h, P);
+    cr_assert_eq(decay_hold_pages(&h, t0 + 4 * slice, 0), P / 2, "half-way: smoothstep(1/2)");
+    decay_hold_note(&h, P / 4);
+    cr_assert_eq(decay_hold_pages(&h, t0 + 4 * slice + 1, 0), P / 2, "the older, higher peak still counts");
+    /* Three slices later the older is at smoothstep(1/8) (4%) of P, the
+     * newer at smoothstep(5/8) (68%) of P/4. */
+    size_t got = decay_hold_pages(&h, t0 + 7 * slice + 1, 0);
+    double want = (double)(P / 4) * 0.625 * 0.625 * (3 - 2 * 0.625);
+    cr_assert(fabs((double)got - want) <= 1.0, "the newer peak outlasts the older: %zu held, want %.0f", got, want);
+    /* A long gap: everything aged out at once. */
+    cr_assert_eq(decay_hold_pages(&h, t0 + 100 * slice, 0), 0);
+    /* No window. */
+    decay_hold_init(&h, 0, t0, 0);
+    decay_hold_note(&h, P);
+    cr_assert_eq(decay_hold_pages(&h, t0, 0), 0);
+}
+
+/* The hold in a pool: pages freed by a heap that was larger a moment ago
+ * outlast their decay period, fading with the peak's age; after the window
+ * decay takes them all. Explicit purges and the dirty cap ignore the hold. */
+Test(decay_curve, pool_decay_holds_the_pages_of_a_recent_peak)
+{
+    extent_pool_init(&pool, POOL_IND, false);
+    extent_set_decay(&pool, 1000, 0);
+    extent_set_hold(&pool, 4000); /* slices of 500 ms; peaks from now on */
+    uint64_t t0 = pool.hold.bucket_start_ns, slice = pool.hold.bucket_ns;
+    cr_assert_eq(slice, 500 * 1000000ull);
+    enum { N = 400 };
+    static extent_t *keep[N];
+    bool z;
+    size_t ballast_size = 2 * N * SC_LARGE_MINCLASS; /* under the dirty cap */
+    cr_assert_not_null(extent_alloc(&pool, ballast_size, PAGE, sc_size2index(ballast_size), false, &z));
+    pool_fill_dirty(N, keep); /* the peak: ballast + 2N extents; then N freed */
+    size_t total = pool.dirty.npages;
+    cr_assert_eq(total, N * (SC_LARGE_MINCLASS / PAGE));
+    /* Decay learns of them at its first epoch (pages are dated by the
+     * epoch in which it sees them). */
+    uint64_t iv = pool.decay_dirty.interval_ns;
+    cr_assert_eq(extent_decay(&pool, pool.decay_dirty.epoch_start_ns + iv + iv / 2, SIZE_MAX), 0);
+    /* Three slices on (1.5 s): every freed page is past its decay period,
+     * but the peak, 3 slices old, is held at smoothstep(5/8) = 0.6836. */
+    size_t p = extent_decay(&pool, t0 + 3 * slice + slice / 2, SIZE_MAX);
+    size_t held = pool.dirty.npages;
+    cr_assert(held >= total * 67 / 100 && held <= total * 70 / 100, "1.5 s on: %zu of %zu pages held", held, total);
+    cr_assert_eq(p, total - held);
+    /* Half-way through the window: half held, a little at a time. */
+    extent_decay(&pool, t0 + 4 * slice + slice / 2, SIZE_MAX);
+    cr_assert(pool.dirty.npages >= total * 49 / 100 && pool.dirty.npages <= total * 51 / 100,
+              "2 s on: %zu of %zu pages held", pool.dirty.npages, total);
+    /* After the window: all gone. */
+    extent_decay(&pool, t0 + 8 * slice + slice / 2, SIZE_MAX);
+    cr_assert_eq(pool.dirty.npages, 0, "%zu pages held after the window", pool.dirty.npages);
+
+    /* An explicit purge does not wait for the hold. */
+    for (unsigned i = 0; i < N; i++)
+        extent_dalloc(&pool, keep[i]);
+    cr_assert_geq(pool.dirty.npages, total);
+    extent_purge_all(&pool);
+    cr_assert_eq(pool.dirty.npages, 0);
 }
 
 /* The dirty cap: whatever the decay time, a pool keeps at most max(2 x active

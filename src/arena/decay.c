@@ -10,15 +10,21 @@
  * in 1/2^24 units, computed once. */
 #define H_SHIFT 24
 static uint32_t h_table[DECAY_NEPOCHS];
+/* The same for x = (i + 1) / DECAY_HOLD_NBUCKETS. */
+static uint32_t hold_table[DECAY_HOLD_NBUCKETS];
 static bool h_ready;
+
+static uint32_t smoothstep_fixed(double x)
+{
+    return (uint32_t)(x * x * (3.0 - 2.0 * x) * (double)(1u << H_SHIFT) + 0.5);
+}
 
 static void h_init(void)
 {
-    for (unsigned i = 0; i < DECAY_NEPOCHS; i++) {
-        double x = (double)(i + 1) / DECAY_NEPOCHS;
-        double h = x * x * (3.0 - 2.0 * x);
-        h_table[i] = (uint32_t)(h * (double)(1u << H_SHIFT) + 0.5);
-    }
+    for (unsigned i = 0; i < DECAY_NEPOCHS; i++)
+        h_table[i] = smoothstep_fixed((double)(i + 1) / DECAY_NEPOCHS);
+    for (unsigned i = 0; i < DECAY_HOLD_NBUCKETS; i++)
+        hold_table[i] = smoothstep_fixed((double)(i + 1) / DECAY_HOLD_NBUCKETS);
     ma_store_release(&h_ready, true);
 }
 
@@ -76,4 +82,39 @@ uint64_t decay_ns_to_next_epoch(const decay_t *d, uint64_t now_ns)
         return UINT64_MAX;
     uint64_t end = d->epoch_start_ns + d->interval_ns;
     return end > now_ns ? end - now_ns : 0;
+}
+
+void decay_hold_init(decay_hold_t *h, ssize_t ms, uint64_t now_ns, size_t level)
+{
+    if (!ma_load_acquire(&h_ready))
+        h_init();
+    h->bucket_ns = ms > 0 ? MA_MAX((uint64_t)ms * 1000000ull / DECAY_HOLD_NBUCKETS, 1) : 0;
+    h->bucket_start_ns = now_ns;
+    for (unsigned i = 0; i < DECAY_HOLD_NBUCKETS; i++)
+        if (h->peak[i] != level) /* a new pool's stay unwritten */
+            h->peak[i] = level;
+}
+
+size_t decay_hold_pages(decay_hold_t *h, uint64_t now_ns, size_t level)
+{
+    if (h->bucket_ns == 0)
+        return 0;
+    if (now_ns >= h->bucket_start_ns + h->bucket_ns) {
+        /* Close the slices that ended; the new ones start at today's level
+         * (a rise since is noted in the current one). */
+        uint64_t n = (now_ns - h->bucket_start_ns) / h->bucket_ns;
+        h->bucket_start_ns += n * h->bucket_ns;
+        unsigned k = n >= DECAY_HOLD_NBUCKETS ? DECAY_HOLD_NBUCKETS : (unsigned)n;
+        memmove(h->peak, h->peak + k, (DECAY_HOLD_NBUCKETS - k) * sizeof(h->peak[0]));
+        for (unsigned i = DECAY_HOLD_NBUCKETS - k; i < DECAY_HOLD_NBUCKETS; i++)
+            h->peak[i] = level;
+    }
+    size_t hold = 0;
+    for (unsigned i = 0; i < DECAY_HOLD_NBUCKETS; i++) {
+        if (h->peak[i] <= level)
+            continue;
+        size_t w = (size_t)(((unsigned __int128)(h->peak[i] - level) * hold_table[i]) >> H_SHIFT);
+        hold = MA_MAX(hold, w);
+    }
+    return hold;
 }

@@ -47,4 +47,41 @@ uint64_t decay_ns_to_next_epoch(const decay_t *d, uint64_t now_ns);
 
 uint64_t decay_now_ns(void);
 
+/*
+ * The hold: a heap that shrank keeps free pages up to the highest level of
+ * pages in use it had within the last window, with a weight that falls off
+ * along the same smoothstep as the page's age in the window grows. Decay
+ * purges no further than that (a pool's dirty set only; the dirty cap,
+ * explicit purges and abandoned arenas ignore it). A program whose heap
+ * goes down and comes back up within the window finds its pages still
+ * there, instead of faulting in again what decay purged meanwhile (the
+ * server workload of make bench-footprint: purged and faulted-in pages were
+ * its main cost over never purging); a heap that stays lower for longer
+ * gives them back, gradually.
+ *
+ * peak[] is the highest level seen in each of the last NBUCKETS slices of
+ * the window ([NBUCKETS-1] the current one); hold pages are
+ * max over slices of (peak - now) x smoothstep(age).
+ */
+#define DECAY_HOLD_NBUCKETS 8
+
+typedef struct decay_hold {
+    uint64_t bucket_ns;       /* one slice: window / NBUCKETS; 0: no hold */
+    uint64_t bucket_start_ns; /* when the current slice began */
+    size_t peak[DECAY_HOLD_NBUCKETS];
+} decay_hold_t;
+
+/* A window of ms (0: no hold); level is the pages in use now. */
+void decay_hold_init(decay_hold_t *h, ssize_t ms, uint64_t now_ns, size_t level);
+
+/* The level rose to `level` (under the owner's lock; no clock read). */
+MA_INLINE void decay_hold_note(decay_hold_t *h, size_t level)
+{
+    if (level > h->peak[DECAY_HOLD_NBUCKETS - 1])
+        h->peak[DECAY_HOLD_NBUCKETS - 1] = level;
+}
+
+/* How many free pages to keep now, at the given level. */
+size_t decay_hold_pages(decay_hold_t *h, uint64_t now_ns, size_t level);
+
 #endif

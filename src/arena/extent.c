@@ -18,6 +18,8 @@ uint64_t extent_nchunks;
 /* 250 ms: see doc/internals.md (decay.c) for what 1000 and 100 cost and gave. */
 ssize_t extent_opt_dirty_decay_ms = 250;
 ssize_t extent_opt_muzzy_decay_ms = 0;
+/* 3 s: see doc/internals.md (decay.c). */
+ssize_t extent_opt_dirty_hold_ms = 3000;
 bool extent_opt_retain = true;
 unsigned extent_opt_thp;
 
@@ -235,6 +237,7 @@ void extent_pool_init(extent_pool_t *pool, unsigned ind, bool nohuge)
     uint64_t now = decay_now_ns();
     decay_init(&pool->decay_dirty, extent_opt_dirty_decay_ms, now);
     decay_init(&pool->decay_muzzy, extent_opt_muzzy_decay_ms, now);
+    decay_hold_init(&pool->hold, extent_opt_dirty_hold_ms, now, 0);
     ma_store_release(&pools_by_ind[ind], pool);
 }
 
@@ -416,6 +419,7 @@ static extent_t *pool_take_locked(extent_pool_t *pool, eset_t *set, extent_t *e,
         eset_insert(set, trail);
     }
     pool->stats.active_pages += size >> LG_PAGE;
+    decay_hold_note(&pool->hold, pool->stats.active_pages);
     return e;
 fail:
     register_boundaries(e, elm_free(e));
@@ -653,6 +657,7 @@ bool extent_expand(extent_pool_t *pool, extent_t *e, size_t new_size, unsigned s
             *zeroed = set->state == EXTENT_RETAINED;
             e->size = new_size;
             pool->stats.active_pages += extra >> LG_PAGE;
+            decay_hold_note(&pool->hold, pool->stats.active_pages);
             base_cache_put(&extent_records, n);
             extent_set_szind(e, szind, e->sampled ? RTREE_SAMPLED : 0);
             ok = true;
@@ -774,6 +779,7 @@ size_t extent_decay(extent_pool_t *pool, uint64_t now_ns, size_t max_pages)
     if (pool->decay_dirty.ms == 0) {
         purged += pool_purge_locked(pool, &pool->dirty, 0, max_pages, muzzy_on);
     } else if (decay_advance(&pool->decay_dirty, now_ns, pool->dirty.npages, &limit)) {
+        limit = MA_MAX(limit, decay_hold_pages(&pool->hold, now_ns, pool->stats.active_pages));
         purged += pool_purge_locked(pool, &pool->dirty, limit, max_pages, muzzy_on);
         decay_purged(&pool->decay_dirty, pool->dirty.npages);
     }
@@ -795,6 +801,13 @@ void extent_set_decay(extent_pool_t *pool, ssize_t dirty_ms, ssize_t muzzy_ms)
     decay_init(&pool->decay_muzzy, muzzy_ms, now);
     decay_purged(&pool->decay_dirty, pool->dirty.npages);
     decay_purged(&pool->decay_muzzy, pool->muzzy.npages);
+    ma_mutex_unlock(&pool->lock);
+}
+
+void extent_set_hold(extent_pool_t *pool, ssize_t ms)
+{
+    ma_mutex_lock(&pool->lock);
+    decay_hold_init(&pool->hold, ms, decay_now_ns(), pool->stats.active_pages);
     ma_mutex_unlock(&pool->lock);
 }
 

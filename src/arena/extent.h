@@ -159,6 +159,7 @@ typedef struct extent_pool {
     bool ever_left;            /* a thread has left its arena (atomic; never cleared) */
     uint64_t rejoined_ns;      /* when a thread last joined its arena with none in it (atomic) */
     pool_stats_t stats;
+    decay_hold_t hold;         /* of the dirty set, on stats.active_pages (decay.h) */
     decay_t decay_dirty, decay_muzzy;
     eset_t dirty, muzzy, retained;
 } extent_pool_t;
@@ -186,6 +187,7 @@ bool extent_pool_trimming(extent_pool_t *pool);
  * regular chunks (thp: 0 default, 1 always, 2 never). */
 extern ssize_t extent_opt_dirty_decay_ms;
 extern ssize_t extent_opt_muzzy_decay_ms;
+extern ssize_t extent_opt_dirty_hold_ms;
 extern bool extent_opt_retain;
 extern unsigned extent_opt_thp;
 
@@ -194,6 +196,8 @@ extern unsigned extent_opt_thp;
 size_t extent_decay(extent_pool_t *pool, uint64_t now_ns, size_t max_pages);
 /* Change a pool's decay times (ms; -1 never, 0 at once). */
 void extent_set_decay(extent_pool_t *pool, ssize_t dirty_ms, ssize_t muzzy_ms);
+/* Change a pool's hold window (ms; 0 none): its peaks so far are forgotten. */
+void extent_set_hold(extent_pool_t *pool, ssize_t ms);
 /* Time until the pool's next decay epoch (UINT64_MAX: nothing to do). */
 uint64_t extent_decay_ns_to_next(extent_pool_t *pool, uint64_t now_ns);
 

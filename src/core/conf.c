@@ -37,6 +37,8 @@ const conf_option_t conf_options[] = {
      "time over which freed pages are purged (MADV_FREE, or MADV_DONTNEED when muzzy_decay_ms is 0); -1 never, 0 at once"},
     {"muzzy_decay_ms", CONF_SSIZE, CTL_SSIZE, &extent_opt_muzzy_decay_ms, -1, INT32_MAX, NULL,
      "time over which MADV_FREE'd pages are given back with MADV_DONTNEED; -1 never, 0 at once"},
+    {"dirty_hold_ms", CONF_SSIZE, CTL_SSIZE, &extent_opt_dirty_hold_ms, 0, INT32_MAX, NULL,
+     "decay keeps freed pages up to the most pages in use within this many ms (fading with age); 0 off"},
     {"retain", CONF_BOOL, CTL_BOOL, &extent_opt_retain, 0, 1, NULL,
      "keep purged address space for reuse instead of unmapping it"},
     {"purge_batch", CONF_BOOL, CTL_BOOL, &pages_opt_batch, 0, 1, NULL,

@@ -382,6 +382,35 @@ static int arena_decay_ms(ctl_req_t *r, ctl_val_t *out, bool dirty)
 static int h_arena_dirty_decay_ms(ctl_req_t *r, ctl_val_t *out) { return arena_decay_ms(r, out, true); }
 static int h_arena_muzzy_decay_ms(ctl_req_t *r, ctl_val_t *out) { return arena_decay_ms(r, out, false); }
 
+/* arena.<i>.dirty_hold_ms: an existing arena's hold window (decay.h);
+ * writing starts it afresh. */
+static int h_arena_dirty_hold_ms(ctl_req_t *r, ctl_val_t *out)
+{
+    size_t i = r->idx[0];
+    arena_t *a = i < ARENAS_MAX ? ma_load_acquire(&arenas[i]) : NULL;
+    if (a == NULL)
+        return EFAULT;
+    out->zs = (ssize_t)(ma_load_relaxed(&a->pool.hold.bucket_ns) * DECAY_HOLD_NBUCKETS / 1000000u);
+    if (r->write) {
+        if (r->in.zs < 0 || r->in.zs > INT32_MAX)
+            return EFAULT;
+        extent_set_hold(&a->pool, r->in.zs);
+    }
+    return 0;
+}
+
+/* arenas.dirty_hold_ms: the hold window new arenas start with. */
+static int h_arenas_dirty_hold_ms(ctl_req_t *r, ctl_val_t *out)
+{
+    out->zs = extent_opt_dirty_hold_ms;
+    if (r->write) {
+        if (r->in.zs < 0 || r->in.zs > INT32_MAX)
+            return EFAULT;
+        extent_opt_dirty_hold_ms = r->in.zs;
+    }
+    return 0;
+}
+
 /* arenas.dirty_decay_ms / muzzy_decay_ms: the times new arenas start with. */
 static int h_arenas_dirty_decay_ms(ctl_req_t *r, ctl_val_t *out)
 {
@@ -562,6 +591,7 @@ static const ctl_entry_t ctl_table[] = {
     {"arenas.nlextents", CTL_UNSIGNED, CTL_R, h_arenas_nlextents, NULL},
     {"arenas.dirty_decay_ms", CTL_SSIZE, CTL_RW, h_arenas_dirty_decay_ms, NULL},
     {"arenas.muzzy_decay_ms", CTL_SSIZE, CTL_RW, h_arenas_muzzy_decay_ms, NULL},
+    {"arenas.dirty_hold_ms", CTL_SSIZE, CTL_RW, h_arenas_dirty_hold_ms, NULL},
     {"arenas.bin.<i>.size", CTL_SIZE, CTL_R, h_arenas_bin_size, NULL},
     {"arenas.bin.<i>.nregs", CTL_UINT32, CTL_R, h_arenas_bin_nregs, NULL},
     {"arenas.bin.<i>.slab_size", CTL_SIZE, CTL_R, h_arenas_bin_slab_size, NULL},
@@ -572,6 +602,7 @@ static const ctl_entry_t ctl_table[] = {
     {"arena.<i>.decay", CTL_VOID, 0, h_arena_decay, NULL},
     {"arena.<i>.dirty_decay_ms", CTL_SSIZE, CTL_RW, h_arena_dirty_decay_ms, NULL},
     {"arena.<i>.muzzy_decay_ms", CTL_SSIZE, CTL_RW, h_arena_muzzy_decay_ms, NULL},
+    {"arena.<i>.dirty_hold_ms", CTL_SSIZE, CTL_RW, h_arena_dirty_hold_ms, NULL},
 
     {"prof.active", CTL_BOOL, CTL_RW, h_prof_active, NULL},
     {"prof.thread_active_init", CTL_BOOL, CTL_RW, h_prof_thread_active_init, NULL},
