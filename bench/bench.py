@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import re
+import resource
 import signal
 import statistics
 import subprocess
@@ -89,7 +90,9 @@ def run_program(cmd, env_set, timeout, log_path, log_header, clear=("LD_PRELOAD"
                 reject=None, check=None):
     """Run cmd (an argv list) once, at most timeout seconds, with this
     environment minus the variables in `clear` plus env_set. Returns a dict:
-    "elapsed", and either the values of the program's last RESULT line or
+    "elapsed", "proc_cpu_s" (user + system time of the whole process,
+    its exit included, from the rusage of reaped children: runs are
+    sequential), and either the values of the program's last RESULT line or
     "fail" (a short reason), with "log" (log_path, holding log_header, stdout
     and stderr) and "stderr" (its last lines).
     reject(err): the reason a run that exited 0 still failed, from its stderr
@@ -101,6 +104,7 @@ def run_program(cmd, env_set, timeout, log_path, log_header, clear=("LD_PRELOAD"
         env.pop(k, None)
     env.update(env_set)
     t0 = time.monotonic()
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, errors="replace", start_new_session=True)
@@ -117,7 +121,9 @@ def run_program(cmd, env_set, timeout, log_path, log_header, clear=("LD_PRELOAD"
         rc = None
     else:
         rc = proc.returncode
-    res = {"elapsed": time.monotonic() - t0}
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    res = {"elapsed": time.monotonic() - t0,
+           "proc_cpu_s": (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)}
     rejected = reject(err) if reject and rc == 0 else None
     if rc is None:
         res["fail"] = f"TIMEOUT >{timeout:g}s"
