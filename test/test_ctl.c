@@ -540,51 +540,45 @@ Test(ctl, write_and_read_back)
     tu_run(cmd, out, sizeof(out));
 }
 
-/* Decay times: ssize_t milliseconds, -1 (never) and up; written values
- * read back, values below -1 refused (value kept). */
-static void decay_ms_round_trip(const char *name)
+/* An ssize_t setting: the good values written read back (then the old one
+ * again), the bad ones are refused (with bad_err, or any error when 0) and
+ * leave the value as it was, a 4-byte value is EINVAL. */
+static void ssize_round_trip(const char *name, const ssize_t *good, size_t ngood, const ssize_t *bad,
+                             size_t nbad, int bad_err)
 {
     ssize_t old, v, back;
     size_t len = sizeof(old);
     cr_assert_eq(mallctl(name, &old, &len, NULL, 0), 0, "%s", name);
-    ssize_t vals[] = {0, -1, 1234, old};
-    for (size_t i = 0; i < MA_ARRAY_LEN(vals); i++) {
-        v = vals[i];
+    for (size_t i = 0; i <= ngood; i++) {
+        v = i < ngood ? good[i] : old;
         cr_assert_eq(mallctl(name, NULL, NULL, &v, sizeof(v)), 0, "%s = %zd", name, v);
         len = sizeof(back);
         cr_assert_eq(mallctl(name, &back, &len, NULL, 0), 0);
         cr_assert_eq(back, v, "%s: wrote %zd, read %zd", name, v, back);
     }
-    v = -2;
-    cr_assert_neq(mallctl(name, NULL, NULL, &v, sizeof(v)), 0, "%s = -2 accepted", name);
-    len = sizeof(back);
-    cr_assert_eq(mallctl(name, &back, &len, NULL, 0), 0);
-    cr_assert_eq(back, old, "%s changed by a refused write", name);
-    cr_assert_eq(mallctl(name, NULL, NULL, &v, sizeof(int)), EINVAL, "%s with a 4-byte value", name);
-}
-
-/* Hold times: ssize_t milliseconds, 0 (none) .. 2^31-1; written values
- * read back, negative and oversized ones refused (value kept). */
-static void hold_ms_round_trip(const char *name)
-{
-    ssize_t old, v, back;
-    size_t len = sizeof(old);
-    cr_assert_eq(mallctl(name, &old, &len, NULL, 0), 0, "%s", name);
-    ssize_t vals[] = {0, 1234, INT32_MAX, old};
-    for (size_t i = 0; i < MA_ARRAY_LEN(vals); i++) {
-        v = vals[i];
-        cr_assert_eq(mallctl(name, NULL, NULL, &v, sizeof(v)), 0, "%s = %zd", name, v);
-        len = sizeof(back);
-        cr_assert_eq(mallctl(name, &back, &len, NULL, 0), 0);
-        cr_assert_eq(back, v, "%s: wrote %zd, read %zd", name, v, back);
-    }
-    ssize_t bad[] = {-1, (ssize_t)INT32_MAX + 1};
-    for (size_t i = 0; i < MA_ARRAY_LEN(bad); i++) {
-        cr_assert_eq(mallctl(name, NULL, NULL, &bad[i], sizeof(bad[i])), EFAULT, "%s = %zd accepted", name, bad[i]);
+    for (size_t i = 0; i < nbad; i++) {
+        v = bad[i];
+        int r = mallctl(name, NULL, NULL, &v, sizeof(v));
+        cr_assert(bad_err != 0 ? r == bad_err : r != 0, "%s = %zd accepted (%d)", name, v, r);
         len = sizeof(back);
         cr_assert_eq(mallctl(name, &back, &len, NULL, 0), 0);
         cr_assert_eq(back, old, "%s changed by a refused write", name);
     }
+    cr_assert_eq(mallctl(name, NULL, NULL, &v, sizeof(int)), EINVAL, "%s with a 4-byte value", name);
+}
+
+/* Decay times: milliseconds, -1 (never) and up. */
+static void decay_ms_round_trip(const char *name)
+{
+    static const ssize_t good[] = {0, -1, 1234}, bad[] = {-2};
+    ssize_round_trip(name, good, MA_ARRAY_LEN(good), bad, MA_ARRAY_LEN(bad), 0);
+}
+
+/* Hold times: milliseconds, 0 (none) .. 2^31-1. */
+static void hold_ms_round_trip(const char *name)
+{
+    static const ssize_t good[] = {0, 1234, INT32_MAX}, bad[] = {-1, (ssize_t)INT32_MAX + 1};
+    ssize_round_trip(name, good, MA_ARRAY_LEN(good), bad, MA_ARRAY_LEN(bad), EFAULT);
 }
 
 Test(ctl, write_and_read_back_decay_and_background_thread)
