@@ -395,6 +395,13 @@ static void register_active(extent_t *e, extent_pool_t *user, unsigned szind, bo
         register_boundaries(e, rtree_elm_make(e, szind, 0));
 }
 
+/* Under pool's lock: npages more are in use (the hold notes the level). */
+static void pool_active_grow(extent_pool_t *pool, size_t npages)
+{
+    pool->stats.active_pages += npages;
+    decay_hold_note(&pool->hold, pool->stats.active_pages);
+}
+
 /* Under pool's lock: take e out of set and cut it to [start, start + size)
  * with start the first align-aligned address in it (esize = size + align -
  * PAGE fits); the lead and trail stay in set. NULL (e back in set) when no
@@ -418,8 +425,7 @@ static extent_t *pool_take_locked(extent_pool_t *pool, eset_t *set, extent_t *e,
         register_boundaries(trail, elm_free(trail));
         eset_insert(set, trail);
     }
-    pool->stats.active_pages += size >> LG_PAGE;
-    decay_hold_note(&pool->hold, pool->stats.active_pages);
+    pool_active_grow(pool, size >> LG_PAGE);
     return e;
 fail:
     register_boundaries(e, elm_free(e));
@@ -656,8 +662,7 @@ bool extent_expand(extent_pool_t *pool, extent_t *e, size_t new_size, unsigned s
             rtree_write(n->addr, RTREE_STALE);
             *zeroed = set->state == EXTENT_RETAINED;
             e->size = new_size;
-            pool->stats.active_pages += extra >> LG_PAGE;
-            decay_hold_note(&pool->hold, pool->stats.active_pages);
+            pool_active_grow(pool, extra >> LG_PAGE);
             base_cache_put(&extent_records, n);
             extent_set_szind(e, szind, e->sampled ? RTREE_SAMPLED : 0);
             ok = true;

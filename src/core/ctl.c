@@ -4,6 +4,7 @@
 #include "ctl.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 
 #include "../arena/base.h"
@@ -361,17 +362,30 @@ static int h_arena_decay(ctl_req_t *r, ctl_val_t *out)
     return for_arenas(r->idx[0], arena_decay_now);
 }
 
-/* arena.<i>.dirty_decay_ms / muzzy_decay_ms: an existing arena's (not
- * MALLCTL_ARENAS_ALL); writing resets its decay clock. */
-static int arena_decay_ms(ctl_req_t *r, ctl_val_t *out, bool dirty)
+/* The arena named by an arena.<i>.* setting: an existing one, not
+ * MALLCTL_ARENAS_ALL (EFAULT otherwise, as in jemalloc). */
+static arena_t *ctl_arena_existing(const ctl_req_t *r)
 {
     size_t i = r->idx[0];
-    arena_t *a = i < ARENAS_MAX ? ma_load_acquire(&arenas[i]) : NULL;
+    return i < ARENAS_MAX ? ma_load_acquire(&arenas[i]) : NULL;
+}
+
+/* Whether a written time lies in [lo, hi] (ms). */
+static bool ctl_ms_in(const ctl_req_t *r, ssize_t lo, ssize_t hi)
+{
+    return r->in.zs >= lo && r->in.zs <= hi;
+}
+
+/* arena.<i>.dirty_decay_ms / muzzy_decay_ms: writing resets the arena's
+ * decay clock. */
+static int arena_decay_ms(ctl_req_t *r, ctl_val_t *out, bool dirty)
+{
+    arena_t *a = ctl_arena_existing(r);
     if (a == NULL)
         return EFAULT;
     out->zs = dirty ? a->pool.decay_dirty.ms : a->pool.decay_muzzy.ms;
     if (r->write) {
-        if (r->in.zs < -1)
+        if (!ctl_ms_in(r, -1, SSIZE_MAX))
             return EFAULT;
         extent_set_decay(&a->pool, dirty ? r->in.zs : a->pool.decay_dirty.ms,
                          dirty ? a->pool.decay_muzzy.ms : r->in.zs);
@@ -382,56 +396,48 @@ static int arena_decay_ms(ctl_req_t *r, ctl_val_t *out, bool dirty)
 static int h_arena_dirty_decay_ms(ctl_req_t *r, ctl_val_t *out) { return arena_decay_ms(r, out, true); }
 static int h_arena_muzzy_decay_ms(ctl_req_t *r, ctl_val_t *out) { return arena_decay_ms(r, out, false); }
 
-/* arena.<i>.dirty_hold_ms: an existing arena's hold window (decay.h);
- * writing starts it afresh. */
+/* arena.<i>.dirty_hold_ms: the arena's hold window (decay.h); writing
+ * starts it afresh. */
 static int h_arena_dirty_hold_ms(ctl_req_t *r, ctl_val_t *out)
 {
-    size_t i = r->idx[0];
-    arena_t *a = i < ARENAS_MAX ? ma_load_acquire(&arenas[i]) : NULL;
+    arena_t *a = ctl_arena_existing(r);
     if (a == NULL)
         return EFAULT;
     out->zs = (ssize_t)(ma_load_relaxed(&a->pool.hold.bucket_ns) * DECAY_HOLD_NBUCKETS / 1000000u);
     if (r->write) {
-        if (r->in.zs < 0 || r->in.zs > INT32_MAX)
+        if (!ctl_ms_in(r, 0, INT32_MAX))
             return EFAULT;
         extent_set_hold(&a->pool, r->in.zs);
     }
     return 0;
 }
 
-/* arenas.dirty_hold_ms: the hold window new arenas start with. */
-static int h_arenas_dirty_hold_ms(ctl_req_t *r, ctl_val_t *out)
+/* arenas.dirty_decay_ms / muzzy_decay_ms / dirty_hold_ms: the times new
+ * arenas start with, in [lo, hi]. */
+static int arenas_ms(ctl_req_t *r, ctl_val_t *out, ssize_t *opt, ssize_t lo, ssize_t hi)
 {
-    out->zs = extent_opt_dirty_hold_ms;
+    out->zs = *opt;
     if (r->write) {
-        if (r->in.zs < 0 || r->in.zs > INT32_MAX)
+        if (!ctl_ms_in(r, lo, hi))
             return EFAULT;
-        extent_opt_dirty_hold_ms = r->in.zs;
+        *opt = r->in.zs;
     }
     return 0;
 }
 
-/* arenas.dirty_decay_ms / muzzy_decay_ms: the times new arenas start with. */
 static int h_arenas_dirty_decay_ms(ctl_req_t *r, ctl_val_t *out)
 {
-    out->zs = extent_opt_dirty_decay_ms;
-    if (r->write) {
-        if (r->in.zs < -1)
-            return EFAULT;
-        extent_opt_dirty_decay_ms = r->in.zs;
-    }
-    return 0;
+    return arenas_ms(r, out, &extent_opt_dirty_decay_ms, -1, SSIZE_MAX);
 }
 
 static int h_arenas_muzzy_decay_ms(ctl_req_t *r, ctl_val_t *out)
 {
-    out->zs = extent_opt_muzzy_decay_ms;
-    if (r->write) {
-        if (r->in.zs < -1)
-            return EFAULT;
-        extent_opt_muzzy_decay_ms = r->in.zs;
-    }
-    return 0;
+    return arenas_ms(r, out, &extent_opt_muzzy_decay_ms, -1, SSIZE_MAX);
+}
+
+static int h_arenas_dirty_hold_ms(ctl_req_t *r, ctl_val_t *out)
+{
+    return arenas_ms(r, out, &extent_opt_dirty_hold_ms, 0, INT32_MAX);
 }
 
 static int h_background_thread(ctl_req_t *r, ctl_val_t *out)
