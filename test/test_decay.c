@@ -725,8 +725,16 @@ static void *visit_arena_main(void *arg)
     return NULL;
 }
 
+/* With busy_then (owner_exits only): a thread of this thread's arena counts
+ * as busy (a decay tick an hour ahead) while all objects but one are freed
+ * and measured; then it is idle again, the last object is freed, and
+ * busy_then gets the pages purged in all and the dirty pages left. */
+typedef struct {
+    size_t purged, pdirty;
+} teardown_t;
+
 static size_t free_into_arena(bool owner_exits, bool revisited, ssize_t dirty_ms, size_t *pdirty,
-                              size_t *pactive)
+                              size_t *pactive, teardown_t *busy_then)
 {
     unsigned narenas = 0;
     size_t nsz = sizeof(narenas);
@@ -759,8 +767,19 @@ static size_t free_into_arena(bool owner_exits, bool revisited, ssize_t dirty_ms
     if (owner_exits)
         cr_assert_eq(pthread_join(t, NULL), 0);
     cr_assert_eq(arena_nthreads(x), owner_exits ? 0u : 1u);
+    extent_pool_t *home_pool = &arena_get(home)->pool;
+    unsigned held = n; /* the object kept for the second part (busy_then) */
+    if (busy_then != NULL) {
+        extent_pool_note_tick(home_pool, decay_now_ns() + (uint64_t)3600 * 1000000000u);
+        /* In a slab of the arena's own pages (its first slabs may be pages
+         * taken from this thread's pool) that is not its bin's current. */
+        for (held = n / 2; held < n && tu_slab_of(ps[held])->pool != &arena_get(x)->pool; held++)
+            ;
+        cr_assert_lt(held, n);
+    }
     for (unsigned i = 0; i < n; i++)
-        free(ps[i]);
+        if (i != held)
+            free(ps[i]);
     cr_assert_eq(mallctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
     if (!owner_exits) {
         /* What the owner would collect: the remote frees, into their
@@ -770,6 +789,13 @@ static size_t free_into_arena(bool owner_exits, bool revisited, ssize_t dirty_ms
     size_t purged = (size_t)(astat64(x, "dirty_purged") - purged0);
     *pdirty = astat(x, "pdirty");
     *pactive = astat(x, "pactive");
+    if (busy_then != NULL) {
+        extent_pool_note_tick(home_pool, 0);
+        free(ps[held]);
+        cr_assert_eq(mallctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
+        busy_then->purged = (size_t)(astat64(x, "dirty_purged") - purged0);
+        busy_then->pdirty = astat(x, "pdirty");
+    }
     if (!owner_exits) {
         pthread_barrier_wait(&freed);
         cr_assert_eq(pthread_join(t, NULL), 0);
@@ -789,7 +815,7 @@ static size_t abandon_pages(void)
 Test(decay, what_is_freed_into_an_abandoned_arena_is_purged_at_once)
 {
     size_t pdirty, pactive, pages = abandon_pages();
-    size_t purged = free_into_arena(true, false, 10000, &pdirty, &pactive);
+    size_t purged = free_into_arena(true, false, 10000, &pdirty, &pactive, NULL);
     cr_log_info("abandoned arena: %zu pages purged (slabs of %zu pages), %zu dirty, %zu active left", purged,
                 pages, pdirty, pactive);
     cr_assert_geq(purged, pages * 9 / 10, "only %zu of %zu pages purged", purged, pages);
@@ -804,7 +830,7 @@ Test(decay, what_is_freed_into_an_abandoned_arena_is_purged_at_once)
 static void expect_kept_for_decay(const char *what, bool owner_exits, bool revisited)
 {
     size_t pdirty, pactive, pages = abandon_pages();
-    size_t purged = free_into_arena(owner_exits, revisited, 10000, &pdirty, &pactive);
+    size_t purged = free_into_arena(owner_exits, revisited, 10000, &pdirty, &pactive, NULL);
     cr_log_info("%s: %zu pages purged, %zu dirty, %zu active", what, purged, pdirty, pactive);
     cr_assert_leq(purged, pages / 10, "%s: %zu pages purged before their decay time", what, purged);
     cr_assert_geq(pdirty + pactive, pages * 9 / 10, "%s: only %zu + %zu of %zu pages kept", what, pdirty,
@@ -823,10 +849,27 @@ Test(decay, an_arena_that_threads_come_back_to_keeps_what_is_freed_for_decay)
     expect_kept_for_decay("arena abandoned again", true, true);
 }
 
+/* While a thread of another arena allocates (ticks), what is freed into an
+ * abandoned arena stays for decay (and for the busy threads to take); once
+ * none is busy, the next slab that empties there takes all of it out. */
+Test(decay, an_abandoned_arena_keeps_what_is_freed_while_others_are_busy)
+{
+    size_t pdirty, pactive, pages = abandon_pages();
+    teardown_t then;
+    size_t purged = free_into_arena(true, false, 10000, &pdirty, &pactive, &then);
+    cr_log_info("abandoned arena, another busy: %zu pages purged, %zu dirty, %zu active; then idle: %zu purged, "
+                "%zu dirty", purged, pdirty, pactive, then.purged, then.pdirty);
+    cr_assert_leq(purged, pages / 10, "%zu pages purged while another arena was busy", purged);
+    cr_assert_geq(pdirty + pactive, pages * 9 / 10, "only %zu + %zu of %zu pages kept", pdirty, pactive, pages);
+    cr_assert_geq(then.purged, pdirty, "only %zu of the %zu dirty pages purged once the others were idle",
+                  then.purged, pdirty);
+    cr_assert_eq(then.pdirty, 0, "%zu dirty pages left once the others were idle", then.pdirty);
+}
+
 Test(decay, an_abandoned_arena_with_decay_off_purges_nothing)
 {
     size_t pdirty, pactive, pages = abandon_pages();
-    size_t purged = free_into_arena(true, false, -1, &pdirty, &pactive);
+    size_t purged = free_into_arena(true, false, -1, &pdirty, &pactive, NULL);
     cr_log_info("abandoned arena, decay -1: %zu pages purged, %zu dirty, %zu active", purged, pdirty, pactive);
     cr_assert_eq(purged, 0, "%zu pages purged with dirty_decay_ms -1", purged);
     cr_assert_geq(pdirty + pactive, pages * 9 / 10, "only %zu + %zu of %zu pages kept", pdirty, pactive, pages);

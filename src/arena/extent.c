@@ -445,6 +445,9 @@ fail:
  * holds two), skipping pools with no dirty pages without locking them.
  */
 #define SHARED_POOLS_MAX 64 /* pools of arenas created later keep to themselves */
+/* A thread that allocates 100 MB/s ticks (every TE_PERIODIC_INTERVAL_MAX
+ * bytes at most) well within this. */
+#define EXTENT_BUSY_NS ((uint64_t)10 * 1000 * 1000)
 static extent_pool_t *shared_pools[SHARED_POOLS_MAX];
 static unsigned shared_npools;
 static ma_mutex_t shared_lock = MA_MUTEX_INITIALIZER;
@@ -552,14 +555,33 @@ static void pool_purge_over_cap(extent_pool_t *pool, size_t freed_pages)
     decay_purged(&pool->decay_dirty, pool->dirty.npages);
 }
 
+void extent_pool_note_tick(extent_pool_t *pool, uint64_t now)
+{
+    ma_store_relaxed(&pool->ticked_ns, now);
+}
+
+/* Whether a thread bound to a shared pool's arena other than pool's has
+ * ticked within EXTENT_BUSY_NS of now. (Pools past SHARED_POOLS_MAX are
+ * not looked at.) */
+static bool pool_others_busy(const extent_pool_t *pool, uint64_t now)
+{
+    unsigned n = ma_load_acquire(&shared_npools);
+    for (unsigned i = 0; i < n; i++) {
+        const extent_pool_t *p = shared_pools[i];
+        if (p != pool && ma_load_relaxed(p->nthreads) != 0 && now < ma_load_relaxed(&p->ticked_ns) + EXTENT_BUSY_NS)
+            return true;
+    }
+    return false;
+}
+
 bool extent_pool_trimming(extent_pool_t *pool)
 {
     ssize_t ms = pool->decay_dirty.ms;
     if (pool->nthreads == NULL || ma_load_relaxed(pool->nthreads) != 0 || !ma_load_relaxed(&pool->ever_left) ||
         ms < 0)
         return false;
-    uint64_t back = ma_load_relaxed(&pool->rejoined_ns);
-    return back == 0 || decay_now_ns() - back >= (uint64_t)ms * 1000000u;
+    uint64_t now = decay_now_ns(), back = ma_load_relaxed(&pool->rejoined_ns);
+    return (back == 0 || now - back >= (uint64_t)ms * 1000000u) && !pool_others_busy(pool, now);
 }
 
 void extent_dalloc(extent_pool_t *pool, extent_t *e)

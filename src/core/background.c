@@ -35,6 +35,8 @@ void ma_decay_hook(uint64_t bytes)
     static unsigned cursor;
     uint64_t now = decay_now_ns();
     arena_t *own = tsd_get()->arena;
+    if (own != NULL)
+        extent_pool_note_tick(&own->pool, now);
     decay_one(own, now);
     unsigned i = ma_fetch_add(&cursor, 1) % ARENAS_MAX;
     arena_t *other = ma_load_acquire(&arenas[i % MA_MAX(arena_narenas, 1)]);
