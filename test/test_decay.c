@@ -769,6 +769,9 @@ static size_t free_into_arena(bool owner_exits, bool revisited, ssize_t dirty_ms
     cr_assert_eq(arena_nthreads(x), owner_exits ? 0u : 1u);
     extent_pool_t *home_pool = &arena_get(home)->pool;
     unsigned held = n; /* the object kept for the second part (busy_then) */
+    /* This thread's last tick (its allocations above may have made one)
+     * would count as busy for 10 ms: none, unless busy_then. */
+    extent_pool_note_tick(home_pool, 0);
     if (busy_then != NULL) {
         extent_pool_note_tick(home_pool, decay_now_ns() + (uint64_t)3600 * 1000000000u);
         /* In a slab of the arena's own pages (its first slabs may be pages
