@@ -725,16 +725,27 @@ static void *visit_arena_main(void *arg)
     return NULL;
 }
 
-/* With busy_then (owner_exits only): a thread of this thread's arena counts
- * as busy (a decay tick an hour ahead) while all objects but one are freed
- * and measured; then it is idle again, the last object is freed, and
- * busy_then gets the pages purged in all and the dirty pages left. */
+/* How free_into_arena goes. */
 typedef struct {
-    size_t purged, pdirty;
-} teardown_t;
+    bool owner_exits; /* before the frees (else it stays alive meanwhile) */
+    bool revisited;   /* a thread used the arena and exited before the owner came */
+    ssize_t dirty_ms; /* the arena's dirty decay time */
+    ssize_t hold_ms;  /* its hold, set before the owner allocates (-1: as it is) */
+    bool busy;        /* a thread of this thread's arena counts as busy (a
+                       * decay tick an hour ahead) while the objects are freed */
+    bool then_idle;   /* busy: one object is kept back and freed after, idle */
+} free_into_t;
 
-static size_t free_into_arena(bool owner_exits, bool revisited, ssize_t dirty_ms, size_t *pdirty,
-                              size_t *pactive, teardown_t *busy_then)
+/* What it measured: the arena; the pages it purged meanwhile, its dirty and
+ * active pages after; with then_idle, the pages purged in all and the dirty
+ * pages once the last object was freed. */
+typedef struct {
+    unsigned arena;
+    size_t purged, pdirty, pactive;
+    size_t purged_idle, pdirty_idle;
+} freed_t;
+
+static freed_t free_into_arena(free_into_t how)
 {
     unsigned narenas = 0;
     size_t nsz = sizeof(narenas);
@@ -745,8 +756,10 @@ static size_t free_into_arena(bool owner_exits, bool revisited, ssize_t dirty_ms
             x = (home + i) % narenas;
     cr_assert_neq(x, home, "no arena without threads among %u", narenas);
     cr_assert_not_null(arena_get(x));
-    set_decay(x, dirty_ms, 0);
-    if (revisited) {
+    set_decay(x, how.dirty_ms, 0);
+    if (how.hold_ms >= 0)
+        set_hold(x, how.hold_ms); /* forgets the peaks so far */
+    if (how.revisited) {
         /* A thread uses the arena and exits before the owner comes. */
         pthread_t v;
         cr_assert_eq(pthread_create(&v, NULL, visit_arena_main, &x), 0);
@@ -760,20 +773,21 @@ static size_t free_into_arena(bool owner_exits, bool revisited, ssize_t dirty_ms
     pthread_barrier_t allocated, freed;
     pthread_barrier_init(&allocated, NULL, 2);
     pthread_barrier_init(&freed, NULL, 2);
-    abandon_t o = {x, ps, n, &allocated, owner_exits ? NULL : &freed};
+    abandon_t o = {x, ps, n, &allocated, how.owner_exits ? NULL : &freed};
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, abandon_owner_main, &o), 0);
     pthread_barrier_wait(&allocated);
-    if (owner_exits)
+    if (how.owner_exits)
         cr_assert_eq(pthread_join(t, NULL), 0);
-    cr_assert_eq(arena_nthreads(x), owner_exits ? 0u : 1u);
+    cr_assert_eq(arena_nthreads(x), how.owner_exits ? 0u : 1u);
     extent_pool_t *home_pool = &arena_get(home)->pool;
-    unsigned held = n; /* the object kept for the second part (busy_then) */
+    unsigned held = n; /* the object kept for then_idle */
     /* This thread's last tick (its allocations above may have made one)
-     * would count as busy for 10 ms: none, unless busy_then. */
+     * would count as busy for 10 ms: none, unless busy. */
     extent_pool_note_tick(home_pool, 0);
-    if (busy_then != NULL) {
+    if (how.busy)
         extent_pool_note_tick(home_pool, decay_now_ns() + (uint64_t)3600 * 1000000000u);
+    if (how.busy && how.then_idle) {
         /* In a slab of the arena's own pages (its first slabs may be pages
          * taken from this thread's pool) that is not its bin's current. */
         for (held = n / 2; held < n && tu_slab_of(ps[held])->pool != &arena_get(x)->pool; held++)
@@ -784,29 +798,27 @@ static size_t free_into_arena(bool owner_exits, bool revisited, ssize_t dirty_ms
         if (i != held)
             free(ps[i]);
     cr_assert_eq(mallctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
-    if (!owner_exits) {
+    if (!how.owner_exits) {
         /* What the owner would collect: the remote frees, into their
          * slabs; empty slabs into the pool (no purge: decay is long). */
         ctl_do("arena.%zu.decay", x);
     }
-    size_t purged = (size_t)(astat64(x, "dirty_purged") - purged0);
-    *pdirty = astat(x, "pdirty");
-    *pactive = astat(x, "pactive");
-    if (busy_then != NULL) {
-        extent_pool_note_tick(home_pool, 0);
+    freed_t r = {x, (size_t)(astat64(x, "dirty_purged") - purged0), astat(x, "pdirty"), astat(x, "pactive"), 0, 0};
+    extent_pool_note_tick(home_pool, 0);
+    if (how.busy && how.then_idle) {
         free(ps[held]);
         cr_assert_eq(mallctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
-        busy_then->purged = (size_t)(astat64(x, "dirty_purged") - purged0);
-        busy_then->pdirty = astat(x, "pdirty");
+        r.purged_idle = (size_t)(astat64(x, "dirty_purged") - purged0);
+        r.pdirty_idle = astat(x, "pdirty");
     }
-    if (!owner_exits) {
+    if (!how.owner_exits) {
         pthread_barrier_wait(&freed);
         cr_assert_eq(pthread_join(t, NULL), 0);
     }
     pthread_barrier_destroy(&allocated);
     pthread_barrier_destroy(&freed);
     free(ps);
-    return purged;
+    return r;
 }
 
 /* Pages of the slabs the owner filled: 96 B and 1 KiB objects. */
@@ -817,8 +829,8 @@ static size_t abandon_pages(void)
 
 Test(decay, what_is_freed_into_an_abandoned_arena_is_purged_at_once)
 {
-    size_t pdirty, pactive, pages = abandon_pages();
-    size_t purged = free_into_arena(true, false, 10000, &pdirty, &pactive, NULL);
+    freed_t r = free_into_arena((free_into_t){.owner_exits = true, .dirty_ms = 10000, .hold_ms = -1});
+    size_t purged = r.purged, pdirty = r.pdirty, pactive = r.pactive, pages = abandon_pages();
     cr_log_info("abandoned arena: %zu pages purged (slabs of %zu pages), %zu dirty, %zu active left", purged,
                 pages, pdirty, pactive);
     cr_assert_geq(purged, pages * 9 / 10, "only %zu of %zu pages purged", purged, pages);
@@ -832,8 +844,9 @@ Test(decay, what_is_freed_into_an_abandoned_arena_is_purged_at_once)
  * bins keep) for decay: nothing purged yet. */
 static void expect_kept_for_decay(const char *what, bool owner_exits, bool revisited)
 {
-    size_t pdirty, pactive, pages = abandon_pages();
-    size_t purged = free_into_arena(owner_exits, revisited, 10000, &pdirty, &pactive, NULL);
+    freed_t r = free_into_arena(
+        (free_into_t){.owner_exits = owner_exits, .revisited = revisited, .dirty_ms = 10000, .hold_ms = -1});
+    size_t purged = r.purged, pdirty = r.pdirty, pactive = r.pactive, pages = abandon_pages();
     cr_log_info("%s: %zu pages purged, %zu dirty, %zu active", what, purged, pdirty, pactive);
     cr_assert_leq(purged, pages / 10, "%s: %zu pages purged before their decay time", what, purged);
     cr_assert_geq(pdirty + pactive, pages * 9 / 10, "%s: only %zu + %zu of %zu pages kept", what, pdirty,
@@ -857,22 +870,51 @@ Test(decay, an_arena_that_threads_come_back_to_keeps_what_is_freed_for_decay)
  * none is busy, the next slab that empties there takes all of it out. */
 Test(decay, an_abandoned_arena_keeps_what_is_freed_while_others_are_busy)
 {
-    size_t pdirty, pactive, pages = abandon_pages();
-    teardown_t then;
-    size_t purged = free_into_arena(true, false, 10000, &pdirty, &pactive, &then);
+    freed_t r = free_into_arena(
+        (free_into_t){.owner_exits = true, .dirty_ms = 10000, .hold_ms = -1, .busy = true, .then_idle = true});
+    size_t pages = abandon_pages();
     cr_log_info("abandoned arena, another busy: %zu pages purged, %zu dirty, %zu active; then idle: %zu purged, "
-                "%zu dirty", purged, pdirty, pactive, then.purged, then.pdirty);
-    cr_assert_leq(purged, pages / 10, "%zu pages purged while another arena was busy", purged);
-    cr_assert_geq(pdirty + pactive, pages * 9 / 10, "only %zu + %zu of %zu pages kept", pdirty, pactive, pages);
-    cr_assert_geq(then.purged, pdirty, "only %zu of the %zu dirty pages purged once the others were idle",
-                  then.purged, pdirty);
-    cr_assert_eq(then.pdirty, 0, "%zu dirty pages left once the others were idle", then.pdirty);
+                "%zu dirty", r.purged, r.pdirty, r.pactive, r.purged_idle, r.pdirty_idle);
+    cr_assert_leq(r.purged, pages / 10, "%zu pages purged while another arena was busy", r.purged);
+    cr_assert_geq(r.pdirty + r.pactive, pages * 9 / 10, "only %zu + %zu of %zu pages kept", r.pdirty, r.pactive,
+                  pages);
+    cr_assert_geq(r.purged_idle, r.pdirty, "only %zu of the %zu dirty pages purged once the others were idle",
+                  r.purged_idle, r.pdirty);
+    cr_assert_eq(r.pdirty_idle, 0, "%zu dirty pages left once the others were idle", r.pdirty_idle);
+}
+
+/* Left to decay (another arena busy), an abandoned arena's pages go at the
+ * decay's pace: the hold, which keeps pages for an arena's threads to come
+ * back to, does not keep them (an hour's hold here). */
+Test(decay, an_abandoned_arena_decays_without_the_hold)
+{
+    freed_t r = free_into_arena((free_into_t){.owner_exits = true, .dirty_ms = 100, .hold_ms = 3600 * 1000, .busy = true});
+    size_t pages = abandon_pages();
+    cr_log_info("abandoned arena, another busy, decay 100 ms: %zu pages purged at once, %zu dirty", r.purged, r.pdirty);
+    cr_assert_geq(r.pdirty, pages / 2, "only %zu dirty pages of %zu left to decay", r.pdirty, pages);
+    unsigned x = r.arena;
+    /* Busy still: the empty slabs a decay gives back to the pool must not
+     * trim it (which would purge everything whatever the hold). A decay
+     * tick now starts the pages' decay (as the busy thread's would), one
+     * after 3 x the decay time ends it. */
+    extent_pool_t *home_pool = &arena_get(my_arena())->pool;
+    extent_pool_note_tick(home_pool, decay_now_ns() + (uint64_t)3600 * 1000000000u);
+    ctl_do("arena.%zu.decay", x);
+    uint64_t purged0 = astat64(x, "dirty_purged");
+    struct timespec ts = {0, 300 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    ctl_do("arena.%zu.decay", x);
+    extent_pool_note_tick(home_pool, 0);
+    size_t left = astat(x, "pdirty");
+    cr_log_info("after 300 ms and a decay: %zu more purged, %zu dirty", (size_t)(astat64(x, "dirty_purged") - purged0),
+                left);
+    cr_assert_eq(left, 0, "%zu dirty pages kept past 3x the decay time (%zu after the frees)", left, r.pdirty);
 }
 
 Test(decay, an_abandoned_arena_with_decay_off_purges_nothing)
 {
-    size_t pdirty, pactive, pages = abandon_pages();
-    size_t purged = free_into_arena(true, false, -1, &pdirty, &pactive, NULL);
+    freed_t r = free_into_arena((free_into_t){.owner_exits = true, .dirty_ms = -1, .hold_ms = -1});
+    size_t purged = r.purged, pdirty = r.pdirty, pactive = r.pactive, pages = abandon_pages();
     cr_log_info("abandoned arena, decay -1: %zu pages purged, %zu dirty, %zu active", purged, pdirty, pactive);
     cr_assert_eq(purged, 0, "%zu pages purged with dirty_decay_ms -1", purged);
     cr_assert_geq(pdirty + pactive, pages * 9 / 10, "only %zu + %zu of %zu pages kept", pdirty, pactive, pages);

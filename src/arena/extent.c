@@ -574,14 +574,23 @@ static bool pool_others_busy(const extent_pool_t *pool, uint64_t now)
     return false;
 }
 
-bool extent_pool_trimming(extent_pool_t *pool)
+/* Its arena's threads have all left (a new arena's none came yet), decay
+ * is on, and none has come back within the dirty decay time (threads that
+ * come and go will take the pages). */
+static bool pool_deserted(const extent_pool_t *pool, uint64_t now)
 {
     ssize_t ms = pool->decay_dirty.ms;
     if (pool->nthreads == NULL || ma_load_relaxed(pool->nthreads) != 0 || !ma_load_relaxed(&pool->ever_left) ||
         ms < 0)
         return false;
-    uint64_t now = decay_now_ns(), back = ma_load_relaxed(&pool->rejoined_ns);
-    return (back == 0 || now - back >= (uint64_t)ms * 1000000u) && !pool_others_busy(pool, now);
+    uint64_t back = ma_load_relaxed(&pool->rejoined_ns);
+    return back == 0 || now - back >= (uint64_t)ms * 1000000u;
+}
+
+bool extent_pool_trimming(extent_pool_t *pool)
+{
+    uint64_t now = decay_now_ns();
+    return pool_deserted(pool, now) && !pool_others_busy(pool, now);
 }
 
 void extent_dalloc(extent_pool_t *pool, extent_t *e)
@@ -806,7 +815,11 @@ size_t extent_decay(extent_pool_t *pool, uint64_t now_ns, size_t max_pages)
     if (pool->decay_dirty.ms == 0) {
         purged += pool_purge_locked(pool, &pool->dirty, 0, max_pages, muzzy_on);
     } else if (decay_advance(&pool->decay_dirty, now_ns, pool->dirty.npages, &limit)) {
-        limit = MA_MAX(limit, decay_hold_pages(&pool->hold, now_ns, pool->stats.active_pages));
+        /* The hold keeps pages for the arena's threads to come back to; a
+         * deserted arena's go at the decay's pace (busy threads of other
+         * arenas take what they need of them meanwhile: extent_pool_share). */
+        if (!pool_deserted(pool, now_ns))
+            limit = MA_MAX(limit, decay_hold_pages(&pool->hold, now_ns, pool->stats.active_pages));
         purged += pool_purge_locked(pool, &pool->dirty, limit, max_pages, muzzy_on);
         decay_purged(&pool->decay_dirty, pool->dirty.npages);
     }
