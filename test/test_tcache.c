@@ -1048,6 +1048,69 @@ Test(tcache, an_owner_that_runs_empty_takes_back_all_its_remote_objects_that_fit
     free(o.first);
 }
 
+/* An owner whose objects all come back from another thread, more than its
+ * bin holds (a producer): a fill that remote objects filled whole makes the
+ * bin grow at its next fill, which takes from the slabs no more than a bin
+ * of the first capacity would. */
+typedef struct {
+    unsigned arena, cap0, cap1, nfill_slabs, nfill_first;
+    void *obj[REFILL_MAX];
+    pthread_barrier_t allocated, freed;
+} grow_owner_t;
+
+static void *grow_owner_main(void *arg)
+{
+    grow_owner_t *o = arg;
+    cr_assert_eq(mallctl("thread.arena", NULL, NULL, &o->arena, sizeof(o->arena)), 0);
+    unsigned i96 = sc_size2index(96);
+    tsd_t *t = tsd_fetch();
+    cache_bin_t *b = &t->bins[i96];
+    o->cap0 = cache_bin_ncached_max(b);
+    cr_assert_eq(o->cap0, tcache_bin_cap_init(i96));
+    cr_assert_leq(2 * o->cap0, REFILL_MAX);
+    for (unsigned i = 0; i < 2 * o->cap0; i++)
+        o->obj[i] = malloc(96);
+    cr_assert_eq(mallctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
+    pthread_barrier_wait(&o->allocated);
+    pthread_barrier_wait(&o->freed);
+    /* The first fill takes cap0 of the 2 x cap0 remote objects; use them up
+     * and fill again (the other half of them went into the slabs). */
+    bin_stats_t *st = &arenas[o->arena]->bins[i96].stats;
+    void *ps[REFILL_MAX];
+    unsigned n = 0;
+    ps[n++] = malloc(96);
+    cr_assert_eq(cache_bin_ncached(b), o->cap0 - 1, "the first fill did not take %u remote objects", o->cap0);
+    while (cache_bin_ncached(b) > 0)
+        ps[n++] = malloc(96);
+    uint64_t nm0 = st->nmalloc;
+    ps[n++] = malloc(96);
+    o->cap1 = cache_bin_ncached_max(b);
+    o->nfill_slabs = (unsigned)(st->nmalloc - nm0);
+    o->nfill_first = MA_MAX(o->cap0 >> t->lg_fill_div[i96], 1u);
+    for (unsigned i = 0; i < n; i++)
+        free(ps[i]);
+    return NULL;
+}
+
+Test(tcache, a_bin_that_remote_objects_fill_whole_grows)
+{
+    static grow_owner_t o;
+    o.arena = other_arena();
+    pthread_barrier_init(&o.allocated, NULL, 2);
+    pthread_barrier_init(&o.freed, NULL, 2);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, grow_owner_main, &o), 0);
+    pthread_barrier_wait(&o.allocated);
+    for (unsigned i = 0; i < 2 * o.cap0; i++)
+        free(o.obj[i]);
+    pthread_barrier_wait(&o.freed);
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    cr_log_info("96 B bin: capacity %u -> %u; the fill after took %u from the slabs", o.cap0, o.cap1, o.nfill_slabs);
+    cr_assert_gt(o.cap1, o.cap0, "the bin did not grow (capacity %u)", o.cap0);
+    cr_assert_eq(o.nfill_slabs, o.nfill_first, "the grown bin's fill from the slabs took %u, a first-capacity "
+                 "bin's takes %u", o.nfill_slabs, o.nfill_first);
+}
+
 /* The same when a fill takes the list: the circle runs past what the fill
  * takes and into the bitmap. */
 Test(tcache, a_double_remote_free_is_caught_when_a_fill_takes_the_list, .exit_code = 0, .signal = SIGABRT)

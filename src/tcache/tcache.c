@@ -268,12 +268,26 @@ void *tcache_alloc_hard(tsd_t *tsd, unsigned ind)
         tsd->flushed[ind] = 0;
     }
     void **empty = cache_bin_empty_pos(b); /* bin_reserve may have moved it */
-    unsigned nfill = cap >> tsd->lg_fill_div[ind];
+    /* What a fill takes from the slabs follows the first capacity: a bin
+     * grown to hold what comes back (a working batch, or other threads'
+     * frees, below) gets that from there. Sized by the grown capacity, a
+     * producer's fills took regions it then left unused: prodcons 1+1,
+     * peak RSS 2.1 -> 2.5 MiB. */
+    unsigned nfill = MA_MIN(cap, bin_cap_init[ind]) >> tsd->lg_fill_div[ind];
     if (nfill == 0)
         nfill = 1;
     unsigned got = arena_fill_small_max(tsd_arena(tsd), ind, empty - cap, nfill, cap);
     if (got == 0)
         return NULL;
+    /* Other threads' frees filled the bin whole (only those can: a fill
+     * takes at most nfill from the slabs): more came back than it holds,
+     * and the rest went into the slabs' bitmaps, for later fills to take
+     * out again (prodcons 1+1 under callgrind: 55% of the objects, about 45
+     * instructions each). Like a bin that overflowed, it grows at its next
+     * fill: prodcons 1+1 / 8+8, 14% / 11% less CPU time (7 interleaved
+     * runs). */
+    if (got == cap && nfill < cap)
+        tsd->flushed[ind] = 1;
     if (got < cap) /* keep the filled items contiguous at the empty end */
         memmove(empty - got, empty - cap, got * sizeof(void *));
     b->head = empty - got;

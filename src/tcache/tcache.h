@@ -12,7 +12,8 @@
  * up to TCACHE_BIN_BYTES of objects (at least two slabs, at most
  * TCACHE_NSLOTS_SMALL_MAX; TCACHE_NSLOTS_EXTENDED_MAX for the 16-32 KiB
  * classes): a working batch that a thread allocates and frees again ends
- * up cached whole. A thread that only frees (a consumer,
+ * up cached whole. So does a bin that a fill of other threads' frees of
+ * its objects filled whole (a producer's). A thread that only frees (a consumer,
  * or frees of other threads' objects) never refills, so its bins stay small
  * and remote objects go back to their slabs instead of being reused here.
  * All of a thread's bins of classes below a page together grow to
@@ -25,7 +26,9 @@
  * mostly unused. Large classes keep
  * TCACHE_NSLOTS_LARGE. A new thread's fills take an eighth of the capacity
  * (TCACHE_LG_FILL_DIV_INIT); the GC step makes fills smaller for bins that
- * idle and larger, up to half the capacity, for bins that run dry. Fills of
+ * idle and larger, up to half the capacity, for bins that run dry. What a
+ * fill takes from the slabs follows the first capacity, grown or not (it
+ * takes other threads' frees up to the whole capacity). Fills of
  * half the capacity from the start cost short-lived threads (make bench's
  * churn: 256 objects of 16-2048 B per thread) 18% more instructions and
  * 5-7% more peak RSS: they took regions the thread never used.
