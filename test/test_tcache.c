@@ -1050,8 +1050,9 @@ Test(tcache, an_owner_that_runs_empty_takes_back_all_its_remote_objects_that_fit
 
 /* An owner whose objects all come back from another thread, more than its
  * bin holds (a producer): a fill that remote objects filled whole makes the
- * bin grow at its next fill, which takes from the slabs no more than a bin
- * of the first capacity would. */
+ * bin grow at its next fill (within the budget of a thread in cross-thread
+ * traffic), which takes from the slabs no more than a bin of the first
+ * capacity would. */
 typedef struct {
     unsigned arena, cap0, cap1, nfill_slabs, nfill_first;
     void *obj[REFILL_MAX];
@@ -1078,8 +1079,11 @@ static void *grow_owner_main(void *arg)
     bin_stats_t *st = &arenas[o->arena]->bins[i96].stats;
     void *ps[REFILL_MAX];
     unsigned n = 0;
+    t->remote_cycles = 0;
     ps[n++] = malloc(96);
     cr_assert_eq(cache_bin_ncached(b), o->cap0 - 1, "the first fill did not take %u remote objects", o->cap0);
+    /* In cross-thread traffic: its bins grow within TCACHE_THREAD_BYTES. */
+    cr_assert_neq(t->remote_cycles, 0, "the thread keeps the budget of one that frees only its own objects");
     while (cache_bin_ncached(b) > 0)
         ps[n++] = malloc(96);
     uint64_t nm0 = st->nmalloc;
