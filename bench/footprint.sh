@@ -21,7 +21,7 @@ snap=$(bench_myalloc)
 priv="$BUILD_DIR/lib/footprint.$$"
 mkdir -p "$priv"
 trap 'rm -rf "$priv"' EXIT
-cp "$snap" "$priv/libmyalloc.so"
+bench_cold_copy "$snap" "$priv/libmyalloc.so"
 bench_find_peers
 mapfile -t args < <(bench_alloc_args "$priv/libmyalloc.so")
 "$PYTHON" "$BENCH_DIR/footprint.py" --bin "$BUILD_DIR/bin" --out "$BENCH_DIR/results" \

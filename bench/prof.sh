@@ -32,7 +32,7 @@ snap=$(bench_myalloc)
 priv="$BUILD_DIR/lib/prof.$$"
 mkdir -p "$priv"
 trap 'rm -rf "$priv"' EXIT
-cp "$snap" "$priv/libmyalloc.so"
+bench_cold_copy "$snap" "$priv/libmyalloc.so"
 # shellcheck disable=SC2034 # read by bench_find_peers (lib.sh)
 PEERS=(jemalloc) # the only peer with a heap profiler to compare with
 bench_find_peers
