@@ -4,7 +4,9 @@
 # (build/bench), and provides:
 #   bench_build            compile bench/src/*.c into $BUILD_DIR/bin (-O2)
 #   bench_find_peers       fill PEER_PATH[name] / PEER_SKIP[name] for the
-#                          peers, installing missing ones with apt-get
+#                          peers, installing missing ones with apt-get, and
+#                          drop them from the page cache (bench_drop_cache)
+#   bench_myalloc          a private copy of lib/libmyalloc.so, likewise
 #   bench_ensure_tool CMD PKG   install a tool (e.g. valgrind) if missing
 #   bench_alloc_args       print --alloc/--skip arguments for the drivers
 
@@ -108,6 +110,14 @@ apt_install_groups() {
 }
 
 bench_find_peers() {
+    find_peers
+    local name
+    for name in "${PEERS[@]}"; do
+        [ -z "${PEER_PATH[$name]:-}" ] || bench_drop_cache "${PEER_PATH[$name]}"
+    done
+}
+
+find_peers() {
     local name missing=() groups=() cmd
     for name in "${PEERS[@]}"; do
         find_peer "$name" || missing+=("$name")
@@ -144,15 +154,23 @@ bench_ensure_tool() {
     command -v "$1" >/dev/null 2>&1
 }
 
-# Copy a library to DST and drop the copy from the page cache, so that it is
-# read back from disk as an installed library is (the peers' were, long
-# ago). A file just written stays cached in large folios, and a fault maps a
-# whole folio: a fresh copy of libmyalloc.so had all its 188 KiB resident in
-# every process, one read back from disk 140 KiB (maxrss of `pairs 16 1000`:
-# 1,728-1,732 KiB fresh, 1,684 read back).
+# Drop a library from the page cache (where no process maps it), so that
+# the runs read it from disk, every allocator's alike. How much of a
+# library's file a process keeps resident depends on how the file entered
+# the page cache: a file just written stays cached in large folios, and a
+# fault maps a whole folio. maxrss of `pairs 16 1000` (kernel 6.18), as
+# found / a fresh copy / a copy read back from disk: libmyalloc.so -,
+# 1,732, 1,684 KiB; mimalloc 1,796, 1,824, 1,676; tcmalloc 6,844, 6,820,
+# 6,764; jemalloc 3,664, 3,704, 3,700.
+bench_drop_cache() {
+    sync "$1" 2>/dev/null
+    dd if="$1" iflag=nocache count=0 status=none 2>/dev/null || true
+}
+
+# Copy a library to DST, dropped from the page cache.
 bench_cold_copy() {
     cp "$1" "$2.tmp.$$" && mv -f "$2.tmp.$$" "$2" || return 1
-    sync "$2" && dd if="$2" iflag=nocache count=0 status=none 2>/dev/null || true
+    bench_drop_cache "$2"
 }
 
 # A private copy of lib/libmyalloc.so for this run: in a shared tree a
