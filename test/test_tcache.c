@@ -998,50 +998,73 @@ Test(tcache, a_fill_takes_remote_objects_without_the_bitmap)
  * to its capacity, not only its fill amount (cap >> lg_fill_div). */
 #define REFILL_MAX 1024
 
+/* A round of an owner thread on another arena: it allocates nobj objects
+ * of 96 B into obj, flushes its cache and waits; this thread frees them all;
+ * then the owner goes on (owner_round_wait returns) and exits. */
 typedef struct {
-    unsigned arena, n;
-    void *obj[REFILL_MAX], *first;
-    unsigned nfill, ncached_after, nremote_cached;
+    unsigned arena, nobj;
+    void *obj[REFILL_MAX];
     pthread_barrier_t allocated, freed;
+} owner_round_t;
+
+/* The owner's side: its objects, then the wait for this thread's frees. */
+static void owner_round_allocate_and_wait(owner_round_t *r, unsigned nobj)
+{
+    cr_assert_leq(nobj, REFILL_MAX);
+    r->nobj = nobj;
+    for (unsigned i = 0; i < nobj; i++)
+        r->obj[i] = malloc(96);
+    cr_assert_eq(mallctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
+    pthread_barrier_wait(&r->allocated);
+    pthread_barrier_wait(&r->freed);
+}
+
+/* This thread's side: start owner_main(r) on another arena, free its
+ * objects, join it. */
+static void owner_round_run(owner_round_t *r, void *(*owner_main)(void *))
+{
+    r->arena = other_arena();
+    pthread_barrier_init(&r->allocated, NULL, 2);
+    pthread_barrier_init(&r->freed, NULL, 2);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, owner_main, r), 0);
+    pthread_barrier_wait(&r->allocated);
+    for (unsigned i = 0; i < r->nobj; i++)
+        free(r->obj[i]);
+    pthread_barrier_wait(&r->freed);
+    cr_assert_eq(pthread_join(th, NULL), 0);
+}
+
+typedef struct {
+    owner_round_t r; /* first: owner_round_run passes it as the thread's argument */
+    unsigned n;
+    void *first;
+    unsigned nfill, ncached_after, nremote_cached;
 } refill_owner_t;
 
 static void *refill_owner_main(void *arg)
 {
     refill_owner_t *o = arg;
-    cr_assert_eq(mallctl("thread.arena", NULL, NULL, &o->arena, sizeof(o->arena)), 0);
+    cr_assert_eq(mallctl("thread.arena", NULL, NULL, &o->r.arena, sizeof(o->r.arena)), 0);
     unsigned i96 = sc_size2index(96);
     tsd_t *t = tsd_fetch();
     cache_bin_t *b = &t->bins[i96];
     o->n = cache_bin_ncached_max(b);
     o->nfill = o->n >> t->lg_fill_div[i96];
-    cr_assert_leq(o->n, REFILL_MAX);
-    for (unsigned i = 0; i < o->n; i++)
-        o->obj[i] = malloc(96);
-    cr_assert_eq(mallctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
-    pthread_barrier_wait(&o->allocated);
-    pthread_barrier_wait(&o->freed);
+    owner_round_allocate_and_wait(&o->r, o->n);
     o->first = malloc(96);
     o->ncached_after = cache_bin_ncached(b);
     for (unsigned i = 0; i < o->ncached_after; i++)
-        o->nremote_cached += in_list(b->head[i], o->obj, (int)o->n);
+        o->nremote_cached += in_list(b->head[i], o->r.obj, (int)o->n);
     return NULL;
 }
 
 Test(tcache, an_owner_that_runs_empty_takes_back_all_its_remote_objects_that_fit)
 {
     static refill_owner_t o;
-    o.arena = other_arena();
-    pthread_barrier_init(&o.allocated, NULL, 2);
-    pthread_barrier_init(&o.freed, NULL, 2);
-    pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, refill_owner_main, &o), 0);
-    pthread_barrier_wait(&o.allocated);
+    owner_round_run(&o.r, refill_owner_main);
     cr_assert_lt(o.nfill, o.n, "the test needs a fill amount below the capacity");
-    for (unsigned i = 0; i < o.n; i++)
-        free(o.obj[i]);
-    pthread_barrier_wait(&o.freed);
-    cr_assert_eq(pthread_join(th, NULL), 0);
-    cr_assert(in_list(o.first, o.obj, (int)o.n), "the refill did not hand out a remote object");
+    cr_assert(in_list(o.first, o.r.obj, (int)o.n), "the refill did not hand out a remote object");
     cr_assert_eq(o.ncached_after, o.n - 1, "%u cached after the refill (fill amount %u, capacity %u)",
                  o.ncached_after, o.nfill, o.n);
     cr_assert_eq(o.nremote_cached, o.n - 1, "%u of the cached objects are the remote ones", o.nremote_cached);
@@ -1054,29 +1077,23 @@ Test(tcache, an_owner_that_runs_empty_takes_back_all_its_remote_objects_that_fit
  * traffic), which takes from the slabs no more than a bin of the first
  * capacity would. */
 typedef struct {
-    unsigned arena, cap0, cap1, nfill_slabs, nfill_first;
-    void *obj[REFILL_MAX];
-    pthread_barrier_t allocated, freed;
+    owner_round_t r; /* first: owner_round_run passes it as the thread's argument */
+    unsigned cap0, cap1, nfill_slabs, nfill_first;
 } grow_owner_t;
 
 static void *grow_owner_main(void *arg)
 {
     grow_owner_t *o = arg;
-    cr_assert_eq(mallctl("thread.arena", NULL, NULL, &o->arena, sizeof(o->arena)), 0);
+    cr_assert_eq(mallctl("thread.arena", NULL, NULL, &o->r.arena, sizeof(o->r.arena)), 0);
     unsigned i96 = sc_size2index(96);
     tsd_t *t = tsd_fetch();
     cache_bin_t *b = &t->bins[i96];
     o->cap0 = cache_bin_ncached_max(b);
     cr_assert_eq(o->cap0, tcache_bin_cap_init(i96));
-    cr_assert_leq(2 * o->cap0, REFILL_MAX);
-    for (unsigned i = 0; i < 2 * o->cap0; i++)
-        o->obj[i] = malloc(96);
-    cr_assert_eq(mallctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
-    pthread_barrier_wait(&o->allocated);
-    pthread_barrier_wait(&o->freed);
+    owner_round_allocate_and_wait(&o->r, 2 * o->cap0);
     /* The first fill takes cap0 of the 2 x cap0 remote objects; use them up
      * and fill again (the other half of them went into the slabs). */
-    bin_stats_t *st = &arenas[o->arena]->bins[i96].stats;
+    bin_stats_t *st = &arenas[o->r.arena]->bins[i96].stats;
     void *ps[REFILL_MAX];
     unsigned n = 0;
     t->remote_cycles = 0;
@@ -1099,16 +1116,7 @@ static void *grow_owner_main(void *arg)
 Test(tcache, a_bin_that_remote_objects_fill_whole_grows)
 {
     static grow_owner_t o;
-    o.arena = other_arena();
-    pthread_barrier_init(&o.allocated, NULL, 2);
-    pthread_barrier_init(&o.freed, NULL, 2);
-    pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, grow_owner_main, &o), 0);
-    pthread_barrier_wait(&o.allocated);
-    for (unsigned i = 0; i < 2 * o.cap0; i++)
-        free(o.obj[i]);
-    pthread_barrier_wait(&o.freed);
-    cr_assert_eq(pthread_join(th, NULL), 0);
+    owner_round_run(&o.r, grow_owner_main);
     cr_log_info("96 B bin: capacity %u -> %u; the fill after took %u from the slabs", o.cap0, o.cap1, o.nfill_slabs);
     cr_assert_gt(o.cap1, o.cap0, "the bin did not grow (capacity %u)", o.cap0);
     cr_assert_eq(o.nfill_slabs, o.nfill_first, "the grown bin's fill from the slabs took %u, a first-capacity "
