@@ -725,6 +725,13 @@ static void *visit_arena_main(void *arg)
     return NULL;
 }
 
+/* Mark the threads of pool's arena busy (a decay tick an hour ahead, so
+ * that no scheduling delay ends it) or idle (no tick). */
+static void set_busy(extent_pool_t *pool, bool busy)
+{
+    extent_pool_note_tick(pool, busy ? decay_now_ns() + (uint64_t)3600 * 1000000000u : 0);
+}
+
 /* How free_into_arena goes. */
 typedef struct {
     bool owner_exits; /* before the frees (else it stays alive meanwhile) */
@@ -784,9 +791,7 @@ static freed_t free_into_arena(free_into_t how)
     unsigned held = n; /* the object kept for then_idle */
     /* This thread's last tick (its allocations above may have made one)
      * would count as busy for 10 ms: none, unless busy. */
-    extent_pool_note_tick(home_pool, 0);
-    if (how.busy)
-        extent_pool_note_tick(home_pool, decay_now_ns() + (uint64_t)3600 * 1000000000u);
+    set_busy(home_pool, how.busy);
     if (how.busy && how.then_idle) {
         /* In a slab of the arena's own pages (its first slabs may be pages
          * taken from this thread's pool) that is not its bin's current. */
@@ -804,7 +809,7 @@ static freed_t free_into_arena(free_into_t how)
         ctl_do("arena.%zu.decay", x);
     }
     freed_t r = {x, (size_t)(astat64(x, "dirty_purged") - purged0), astat(x, "pdirty"), astat(x, "pactive"), 0, 0};
-    extent_pool_note_tick(home_pool, 0);
+    set_busy(home_pool, false);
     if (how.busy && how.then_idle) {
         free(ps[held]);
         cr_assert_eq(mallctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
@@ -898,13 +903,13 @@ Test(decay, an_abandoned_arena_decays_without_the_hold)
      * tick now starts the pages' decay (as the busy thread's would), one
      * after 3 x the decay time ends it. */
     extent_pool_t *home_pool = &arena_get(my_arena())->pool;
-    extent_pool_note_tick(home_pool, decay_now_ns() + (uint64_t)3600 * 1000000000u);
+    set_busy(home_pool, true);
     ctl_do("arena.%zu.decay", x);
     uint64_t purged0 = astat64(x, "dirty_purged");
     struct timespec ts = {0, 300 * 1000 * 1000};
     nanosleep(&ts, NULL);
     ctl_do("arena.%zu.decay", x);
-    extent_pool_note_tick(home_pool, 0);
+    set_busy(home_pool, false);
     size_t left = astat(x, "pdirty");
     cr_log_info("after 300 ms and a decay: %zu more purged, %zu dirty", (size_t)(astat64(x, "dirty_purged") - purged0),
                 left);

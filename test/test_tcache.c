@@ -1007,6 +1007,14 @@ typedef struct {
     pthread_barrier_t allocated, freed;
 } owner_round_t;
 
+/* The owner's side, first: onto the round's arena; its thread and 96 B bin. */
+static cache_bin_t *owner_round_join(owner_round_t *r, tsd_t **t)
+{
+    cr_assert_eq(mallctl("thread.arena", NULL, NULL, &r->arena, sizeof(r->arena)), 0);
+    *t = tsd_fetch();
+    return &(*t)->bins[sc_size2index(96)];
+}
+
 /* The owner's side: its objects, then the wait for this thread's frees. */
 static void owner_round_allocate_and_wait(owner_round_t *r, unsigned nobj)
 {
@@ -1045,10 +1053,9 @@ typedef struct {
 static void *refill_owner_main(void *arg)
 {
     refill_owner_t *o = arg;
-    cr_assert_eq(mallctl("thread.arena", NULL, NULL, &o->r.arena, sizeof(o->r.arena)), 0);
     unsigned i96 = sc_size2index(96);
-    tsd_t *t = tsd_fetch();
-    cache_bin_t *b = &t->bins[i96];
+    tsd_t *t;
+    cache_bin_t *b = owner_round_join(&o->r, &t);
     o->n = cache_bin_ncached_max(b);
     o->nfill = o->n >> t->lg_fill_div[i96];
     owner_round_allocate_and_wait(&o->r, o->n);
@@ -1084,10 +1091,9 @@ typedef struct {
 static void *grow_owner_main(void *arg)
 {
     grow_owner_t *o = arg;
-    cr_assert_eq(mallctl("thread.arena", NULL, NULL, &o->r.arena, sizeof(o->r.arena)), 0);
     unsigned i96 = sc_size2index(96);
-    tsd_t *t = tsd_fetch();
-    cache_bin_t *b = &t->bins[i96];
+    tsd_t *t;
+    cache_bin_t *b = owner_round_join(&o->r, &t);
     o->cap0 = cache_bin_ncached_max(b);
     cr_assert_eq(o->cap0, tcache_bin_cap_init(i96));
     owner_round_allocate_and_wait(&o->r, 2 * o->cap0);
