@@ -358,6 +358,26 @@ def best_runs_ratio(cells, names, wl):
     return f"{mine.min_time_like(wl) / best:.2f} ({who})" if best else "-"
 
 
+def paired_ratio(cells, names, wl):
+    """myalloc / the best peer (by median) within each repetition: every
+    repetition runs all allocators back to back, so a ratio taken inside
+    one sees the machine in one state, where medians taken apart mix the
+    quiet and the busy minutes. Median of the per-repetition ratios and
+    their range."""
+    mine = cells["myalloc"]
+    peers = [(cells[n].med_time_like(wl), n) for n in names if n != "myalloc" and cells[n].ok()]
+    if not mine.ok() or not peers:
+        return "-"
+    _, who = min(peers)
+    a, b = mine.runs, cells[who].runs
+    if len(a) != len(b):
+        return "-"  # one of them failed part way: the repetitions do not pair
+    ratios = [metric(wl, x)[1] / metric(wl, y)[1] for x, y in zip(a, b) if metric(wl, y)[1]]
+    if not ratios:
+        return "-"
+    return f"{statistics.median(ratios):.2f} [{min(ratios):.2f}, {max(ratios):.2f}] ({who})"
+
+
 def rel(path, repo):
     """path relative to the repository when inside it."""
     p = os.path.relpath(path, repo)
@@ -384,7 +404,8 @@ def render(wls, results, names, meta):
     lines.append("")
     lines.append("Values are medians over the repetitions. In parentheses: myalloc / that "
                  "allocator, in time terms (CPU time per op, or peak RSS): below 1.00 "
-                 "myalloc is better. Bold: the best peer. \"same, fastest runs\": the time "
+                 "myalloc is better. Bold: the best peer. \"same, paired by repetition\": the median "
+                 "of myalloc / that peer within each repetition [range]. \"same, fastest runs\": the time "
                  "ratio on each allocator's fastest repetition instead of its median. "
                  "See bench/README.md.")
     lines.append("")
@@ -394,7 +415,8 @@ def render(wls, results, names, meta):
         lines.append("## Speed and peak RSS")
         lines.append("")
         header = ["workload", "threads", "metric"] + names + \
-                 ["myalloc / best peer (time)", "same, fastest runs"] + [f"RSS MiB {n}" for n in names] + \
+                 ["myalloc / best peer (time)", "same, paired by repetition", "same, fastest runs"] + \
+                 [f"RSS MiB {n}" for n in names] + \
                  ["myalloc / best peer (RSS)", "noise"]
         rows = []
         for w in speed_wls:
@@ -410,7 +432,8 @@ def render(wls, results, names, meta):
             texts, final = ratio_cells(w, cells, names, get_speed)
             rtexts, rfinal = ratio_cells(w, cells, names, get_rss)
             noise = max([cells[n].spread(w) for n in names if cells[n].ok()] or [0])
-            rows.append([w.name, w.threads, metric_unit(w)] + texts + [final, best_runs_ratio(cells, names, w)] + rtexts +
+            rows.append([w.name, w.threads, metric_unit(w)] + texts + [final, paired_ratio(cells, names, w), best_runs_ratio(cells, names, w)] +
+                        rtexts +
                         [rfinal, f"{noise * 100:.0f}%" if noise < 10 else ">999%"])
         lines.append(table(header, rows, ["l", "l", "l"] + ["r"] * (len(header) - 3)))
         lines.append("")
