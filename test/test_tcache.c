@@ -659,8 +659,26 @@ Test(tcache, an_exited_threads_cache_block_is_reused_uncleared)
 
 #define REMOTE_N 16
 
+/* Remote frees into slabs of at most SLAB_REMOTE_BITS regions are bits;
+ * into larger ones, lists through the objects. With 4 KiB pages 96 B
+ * slabs are of the first kind, 32 B ones of the second; with 64 KiB pages
+ * the first kind starts past 1 KiB, in classes of whole cache lines, of
+ * which this thread would cache another arena's objects if it allocated
+ * the class (the test process's setup does allocate some). */
+#define REMOTE_LIST_SIZE 32
+static size_t remote_bits_size(void)
+{
+    for (unsigned i = sc_size2index(96); i < SC_NBINS; i++)
+        if (sc_bin_info[i].nregs <= SLAB_REMOTE_BITS && (!rtree_on_linemap(i) || !cache_bin_popped(bin_of(i))))
+            return sc_index2size(i);
+    cr_assert_fail("no small class has slabs of at most %u regions", SLAB_REMOTE_BITS);
+    return 0;
+}
+#define REMOTE_BITS_SIZE remote_bits_size()
+
 typedef struct {
     unsigned arena;
+    size_t small_size; /* of small[] (0: 96 B) */
     void *small[REMOTE_N], *lines[REMOTE_N];
     pthread_barrier_t allocated, release;
 } remote_owner_t;
@@ -670,7 +688,7 @@ static void *remote_owner_main(void *arg)
     remote_owner_t *o = arg;
     cr_assert_eq(mallctl("thread.arena", NULL, NULL, &o->arena, sizeof(o->arena)), 0);
     for (int i = 0; i < REMOTE_N; i++) {
-        o->small[i] = malloc(96);  /* shares cache lines with its neighbours */
+        o->small[i] = malloc(o->small_size ? o->small_size : 96); /* shares cache lines */
         o->lines[i] = malloc(128); /* two whole cache lines of its own */
     }
     cr_assert_eq(mallctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0);
@@ -864,13 +882,14 @@ Test(tcache, a_remote_free_into_a_full_bin_goes_home_without_a_flush)
     free(mine);
 }
 
-/* Another arena's object freed twice from here, another in between: its
- * remote list made circular. Returns that arena; its thread stays waiting
- * (the process is to abort first). */
-static arena_t *free_twice_remotely(void)
+/* Another arena's object of size bytes freed twice from here, another in
+ * between. Returns that arena; its thread stays waiting (the process is to
+ * abort first). */
+static arena_t *free_twice_remotely(size_t size)
 {
     static remote_owner_t o;
     o.arena = other_arena();
+    o.small_size = size;
     remote_owner_start(&o);
     free(o.small[0]);
     free(o.small[1]);
@@ -881,7 +900,25 @@ static arena_t *free_twice_remotely(void)
 /* A remote list made circular by a double free is caught when collected. */
 Test(tcache, a_double_remote_free_is_caught_when_collected, .exit_code = 0, .signal = SIGABRT)
 {
-    arena_decay(free_twice_remotely(), decay_now_ns(), 0);
+    arena_decay(free_twice_remotely(REMOTE_LIST_SIZE), decay_now_ns(), 0);
+}
+
+static void free_twice_remotely_as_bits(void *arg)
+{
+    (void)arg;
+    free_twice_remotely(REMOTE_BITS_SIZE);
+    fprintf(stderr, "the second free returned\n");
+}
+
+/* A remote free that finds its region's bit set is a double free, caught
+ * at that free. */
+Test(tcache, a_double_remote_free_as_bits_is_caught_at_the_free)
+{
+    char err[4096];
+    int st = tu_capture(free_twice_remotely_as_bits, NULL, err, sizeof(err));
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "status %#x, stderr \"%s\"", st, err);
+    cr_assert_not_null(strstr(err, "double free"), "\"%s\"", err);
+    cr_assert_null(strstr(err, "returned"), "\"%s\"", err);
 }
 
 /* fn(arg) in a forked child must abort with needle in its message. */
@@ -956,28 +993,42 @@ static bool region_allocated(void *p)
     return !(slab->bitmap[idx / 64] & ((uint64_t)1 << (idx % 64)));
 }
 
-/* A fill takes what other threads freed straight from the remote lists,
- * up to nmax objects (more than the n it needs), in the order they were
- * freed, without passing them through their slab's bitmap; the rest goes
- * to the bitmap. Counted as freed and allocated again. */
-Test(tcache, a_fill_takes_remote_objects_without_the_bitmap)
+static int cmp_ptr(const void *a, const void *b)
 {
-    remote_owner_t o = {.arena = other_arena()};
+    uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* A fill takes what other threads freed straight from the remote bits or
+ * lists, up to nmax objects (more than the n it needs), without passing
+ * them through their slab's bitmap; the rest goes to the bitmap. Counted
+ * as freed and allocated again. Remote bits give the lowest addresses
+ * first, in address order; a list gives its first objects (the last
+ * freed) in the order they were freed. */
+static void check_fill_takes_remote_objects(size_t size)
+{
+    remote_owner_t o = {.arena = other_arena(), .small_size = size};
     pthread_t th = remote_owner_start(&o);
-    unsigned i96 = sc_size2index(96);
-    bin_t *bin = &arenas[o.arena]->bins[i96];
+    unsigned ind = sc_size2index(size);
+    cr_assert_eq(sc_bin_info[ind].nregs <= SLAB_REMOTE_BITS, size == REMOTE_BITS_SIZE);
+    cr_assert_eq(sc_bin_info[sc_size2index(REMOTE_LIST_SIZE)].nregs > SLAB_REMOTE_BITS, true);
+    bin_t *bin = &arenas[o.arena]->bins[ind];
     bin_stats_t st0 = bin->stats;
     for (int i = 0; i < REMOTE_N; i++)
         free(o.small[i]);
-    void *out[REMOTE_N];
-    unsigned got = arena_fill_small_max(arenas[o.arena], i96, out, 1, REMOTE_N / 2);
+    void *out[REMOTE_N], *by_address[REMOTE_N];
+    unsigned got = arena_fill_small_max(arenas[o.arena], ind, out, 1, REMOTE_N / 2);
     cr_assert_eq(got, REMOTE_N / 2, "a fill of 1 (at most %d) with %d remote objects at hand took %u", REMOTE_N / 2,
                  REMOTE_N, got);
+    memcpy(by_address, o.small, sizeof(by_address));
+    qsort(by_address, REMOTE_N, sizeof(void *), cmp_ptr);
     int left_free = 0;
     for (unsigned i = 0; i < got; i++) {
-        /* The list's first objects (the last freed), in the order they were freed. */
-        cr_assert_eq(out[i], o.small[REMOTE_N - got + i], "object %u of the fill is not remote object %u", i,
-                     REMOTE_N - got + i);
+        if (size == REMOTE_BITS_SIZE)
+            cr_assert_eq(out[i], by_address[i], "object %u of the fill is not the remote object %u by address", i, i);
+        else
+            cr_assert_eq(out[i], o.small[REMOTE_N - got + i], "object %u of the fill is not remote object %u", i,
+                         REMOTE_N - got + i);
         cr_assert(region_allocated(out[i]), "object %u went through the bitmap", i);
     }
     for (int i = 0; i < REMOTE_N; i++)
@@ -992,6 +1043,52 @@ Test(tcache, a_fill_takes_remote_objects_without_the_bitmap)
     cr_assert_eq(pthread_join(th, NULL), 0);
     for (unsigned i = 0; i < got; i++)
         free(out[i]);
+}
+
+Test(tcache, a_fill_takes_remote_bits_without_the_bitmap)
+{
+    check_fill_takes_remote_objects(REMOTE_BITS_SIZE);
+}
+
+Test(tcache, a_fill_takes_a_remote_list_without_the_bitmap)
+{
+    check_fill_takes_remote_objects(REMOTE_LIST_SIZE);
+}
+
+/* A remote free of a region of a slab of at most SLAB_REMOTE_BITS regions
+ * sets its bit and writes nothing into the object; the first one announces
+ * the slab to its bin, the next ones find it announced. */
+Test(tcache, a_remote_free_as_bits_leaves_the_object_alone_and_announces_its_slab_once)
+{
+    const size_t size = REMOTE_BITS_SIZE;
+    remote_owner_t o = {.arena = other_arena(), .small_size = size};
+    pthread_t th = remote_owner_start(&o);
+    unsigned ind = sc_size2index(size);
+    bin_t *bin = &arenas[o.arena]->bins[ind];
+    extent_t *slab = tu_slab_of(o.small[0]);
+    cr_assert_eq(tu_slab_of(o.small[1]), slab, "the owner's first two objects are on different slabs");
+    memset(o.small[0], 0xa5, size);
+    memset(o.small[1], 0x5a, size);
+    free(o.small[0]);
+    free(o.small[1]);
+    for (size_t i = 0; i < size; i++) {
+        cr_assert_eq(((unsigned char *)o.small[0])[i], 0xa5, "byte %zu of the first object was written", i);
+        cr_assert_eq(((unsigned char *)o.small[1])[i], 0x5a, "byte %zu of the second object was written", i);
+    }
+    uint64_t want = SLAB_REMOTE_ANNOUNCED | ((uint64_t)1 << slab_region_index(slab, ind, o.small[0])) |
+                    ((uint64_t)1 << slab_region_index(slab, ind, o.small[1]));
+    cr_assert_eq(ma_load_relaxed(&slab->remote_bits), want, "remote bits %#" PRIx64 ", not %#" PRIx64,
+                 ma_load_relaxed(&slab->remote_bits), want);
+    cr_assert_eq(ma_load_relaxed(&bin->remote_slabs), slab);
+    cr_assert_null(slab->remote_next, "the slab was announced twice");
+    cr_assert(region_allocated(o.small[0]) && region_allocated(o.small[1]), "pending remote frees are still "
+              "allocated in the bitmap");
+    /* Collected by a decay tick: into the bitmap, the announcement cleared. */
+    arena_decay(arenas[o.arena], decay_now_ns(), 0);
+    cr_assert_eq(ma_load_relaxed(&slab->remote_bits), 0);
+    cr_assert_null(ma_load_relaxed(&bin->remote_slabs));
+    cr_assert(!region_allocated(o.small[0]) && !region_allocated(o.small[1]));
+    remote_owner_finish(&o, th, 2);
 }
 
 /* The owner's thread cache, when it runs empty, is refilled with them up
@@ -1134,7 +1231,7 @@ Test(tcache, a_bin_that_remote_objects_fill_whole_grows)
 Test(tcache, a_double_remote_free_is_caught_when_a_fill_takes_the_list, .exit_code = 0, .signal = SIGABRT)
 {
     void *out[4];
-    arena_fill_small_max(free_twice_remotely(), sc_size2index(96), out, 1, 4);
+    arena_fill_small_max(free_twice_remotely(REMOTE_LIST_SIZE), sc_size2index(REMOTE_LIST_SIZE), out, 1, 4);
 }
 
 /* The first word of a remotely freed object links its list: a use after
@@ -1144,12 +1241,12 @@ static void overwrite_remote_link(void *arg)
     remote_owner_t *o = arg;
     *(void **)o->small[1] = (void *)(uintptr_t)4096;
     void *out[4];
-    arena_fill_small_max(arenas[o->arena], sc_size2index(96), out, 1, 4);
+    arena_fill_small_max(arenas[o->arena], sc_size2index(REMOTE_LIST_SIZE), out, 1, 4);
 }
 
 Test(tcache, an_overwritten_remote_list_is_caught)
 {
-    remote_owner_t o = {.arena = other_arena()};
+    remote_owner_t o = {.arena = other_arena(), .small_size = REMOTE_LIST_SIZE};
     pthread_t th = remote_owner_start(&o);
     free(o.small[0]);
     free(o.small[1]); /* the list: small[1], then small[0] */

@@ -46,12 +46,16 @@ typedef struct bin_stats {
  * ARENA_BIN_SCAN_NS, a purge at once.
  *
  * Remote frees: an object of this bin freed by a thread of another arena
- * goes back to its own slab's remote list (pushed without the lock, one
- * CAS, as in mimalloc's thread-free lists); the free that finds the list
- * empty also pushes the slab onto remote_slabs. Whoever next takes the lock
- * to fill detaches remote_slabs with one exchange and takes the objects
- * into its thread cache, those that fit and are not a sparse slab's
- * (bin_take_remote_locked; sparse slabs: arena.c); the rest,
+ * goes back to its own slab without the lock: as a bit of the slab's
+ * remote_bits when the slab has at most SLAB_REMOTE_BITS regions (one
+ * atomic OR, which also tells whether the slab is announced), else onto
+ * the slab's remote list through the object's first word (one CAS, as in
+ * mimalloc's thread-free lists); the free that finds the slab not
+ * announced (no bit's flag, an empty list) pushes it onto remote_slabs.
+ * Whoever next takes the lock to fill detaches remote_slabs with one
+ * exchange and takes the objects into its thread cache, those that fit and
+ * are not a sparse slab's (bin_take_remote_locked; sparse slabs: arena.c);
+ * the rest,
  * and all of them when a decay tick or a purge collects, go back to the
  * bitmaps. Until then such objects
  * still count as allocated (in curregs and in their slab's nfree, like
@@ -101,7 +105,7 @@ typedef struct bin {
     extent_t *inspect_resume;
     bool settling; /* the inspection under way may settle the bin (arena.c) */
     bin_stats_t stats;
-    /* Slabs with a non-empty remote list, linked through remote_next
+    /* Slabs with remote frees (bits or a list), linked through remote_next
      * (pushed by other threads without the lock; detached under it). */
     extent_t *remote_slabs MA_ALIGNED(MA_CACHELINE);
 } MA_ALIGNED(MA_CACHELINE) bin_t;
@@ -170,10 +174,11 @@ void arena_dalloc_large(extent_t *e);
 /* Resize a large allocation in place to new_usize (a large class). */
 bool arena_ralloc_large_in_place(extent_t *e, size_t new_usize, bool zero);
 
-/* Free a small object of class binind whose slab belongs to another
- * arena than the calling thread's: onto the slab's remote list (no lock),
- * or to the slab at once when its arena has no thread left. */
-void arena_dalloc_remote(extent_t *slab, unsigned binind, void *ptr);
+/* Free a small object of class binind, region idx of its slab, which
+ * belongs to another arena than the calling thread's: into the slab's
+ * remote bits or onto its remote list (no lock), or to the slab at once
+ * when its arena has no thread left. */
+void arena_dalloc_remote(extent_t *slab, unsigned binind, void *ptr, unsigned idx);
 
 /* Record a request served from a thread cache (stats only). */
 void arena_bin_count_requests(arena_t *a, unsigned binind, uint64_t n);

@@ -387,7 +387,7 @@ static void register_active(extent_t *e, extent_pool_t *user, unsigned szind, bo
     e->arena_ind = user->ind;
     e->cache_bypass = false;
     if (slab) {
-        e->remote_head = NULL; /* shares storage with the LRU links (eset_remove cleared them) */
+        e->remote_head = NULL; /* no remote bits either; shares storage with the LRU links */
         e->remote_next = NULL;
         rtree_write_range(e->addr, e->size, rtree_elm_make(e, szind, RTREE_SLAB));
         slab_fastmaps_write(e, szind + 1);

@@ -88,11 +88,18 @@ typedef struct extent {
         struct {
             struct extent *lru_prev, *lru_next;
         };
-        /* Slab: objects freed by threads of other arenas, linked through
-         * their first word (pushed with a CAS), and the link in the bin's
-         * remote_slabs while that list is non-empty (see bin_t). */
+        /* Slab: objects freed by threads of other arenas, and the link in
+         * the bin's remote_slabs while the slab is announced there (see
+         * bin_t). A slab of at most SLAB_REMOTE_BITS regions keeps them as
+         * bits of remote_bits (region i: bit i; SLAB_REMOTE_ANNOUNCED: the
+         * slab is on remote_slabs), set with one atomic OR; a larger one as
+         * a list linked through the objects' first word (pushed with a
+         * CAS), whose head is remote_head. */
         struct {
-            void *remote_head;
+            union {
+                void *remote_head;
+                uint64_t remote_bits;
+            };
             struct extent *remote_next;
         };
     };
@@ -107,6 +114,11 @@ typedef struct extent {
 
 _Static_assert(SC_SLAB_MAXREGS <= UINT16_MAX, "nfree is 16 bits");
 _Static_assert(SLAB_BITMAP_WORDS > 4 || sizeof(extent_t) == 128, "extent_t grew past two cache lines");
+
+/* Remote frees as bits (see extent_t.remote_bits): slabs of at most 63
+ * regions; bit 63 says the slab is announced. */
+#define SLAB_REMOTE_BITS 63u
+#define SLAB_REMOTE_ANNOUNCED ((uint64_t)1 << 63)
 
 /* A pairing heap of extents ordered by address (lowest first). */
 typedef struct extent_heap {

@@ -161,6 +161,15 @@ MA_INLINE bool elm_remote_slab(const tsd_t *tsd, rtree_elm_t elm)
            ((extent_t *)rtree_elm_extent(elm))->arena_ind != tsd->arena->ind;
 }
 
+/* Another arena's object, checked to be a region of its slab. */
+static void dalloc_remote_checked(extent_t *slab, unsigned ind, void *p)
+{
+    long idx = slab_region_index(slab, ind, p);
+    if (unlikely(idx < 0))
+        ma_fatal("free(): invalid pointer %p (not the start of an allocation)", p);
+    arena_dalloc_remote(slab, ind, p, (unsigned)idx);
+}
+
 static void dalloc_elm(tsd_t *tsd, void *p, rtree_elm_t elm, int flags)
 {
     unsigned ind = rtree_elm_szind(elm);
@@ -184,7 +193,7 @@ static void dalloc_elm(tsd_t *tsd, void *p, rtree_elm_t elm, int flags)
          * reuses, while they are hot in its cache, if it allocates their
          * class at all (a consumer thread that only frees would pin them:
          * prodcons 8+8, 270 KiB of peak RSS). */
-        arena_dalloc_remote(e, ind, p);
+        dalloc_remote_checked(e, ind, p);
     } else if (cached && (remote || likely(!ma_load_relaxed(&e->cache_bypass)))) {
         /* (A sparse slab's object, unmarked in the fast map, goes back to
          * its slab below instead: caching it would hand it out again and
@@ -194,7 +203,7 @@ static void dalloc_elm(tsd_t *tsd, void *p, rtree_elm_t elm, int flags)
          * instructions per object, the remote list ~25. */
         if (!cache_bin_push_fast(&tsd->bins[ind], p)) {
             if (remote)
-                arena_dalloc_remote(e, ind, p);
+                dalloc_remote_checked(e, ind, p);
             else
                 tcache_dalloc_hard(tsd, ind, p);
         }
@@ -233,10 +242,11 @@ MA_NOINLINE void ma_free_slow(void *p)
     tsd_t *tsd = tsd_get();
     extent_t *slab = rtree_elm_extent(elm);
     unsigned ind = rtree_elm_szind(elm);
-    if (!(elm & RTREE_SAMPLED) && elm_remote_slab(tsd, elm) && likely(slab_region_index(slab, ind, p) >= 0)) {
+    long idx;
+    if (!(elm & RTREE_SAMPLED) && elm_remote_slab(tsd, elm) && likely((idx = slab_region_index(slab, ind, p)) >= 0)) {
         tsd->thread_deallocated += sc_index2size(ind);
         tcache_note_remote_free(tsd);
-        arena_dalloc_remote(slab, ind, p);
+        arena_dalloc_remote(slab, ind, p, (unsigned)idx);
         return;
     }
     free_elm(p, elm);

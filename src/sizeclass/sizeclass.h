@@ -49,7 +49,7 @@ extern const sc_lookup_t sc_lookup_tab[SC_LOOKUP_NENTRIES] MA_HIDDEN;
 /* Usable size by class + 1 (entry 0 is 0): free's fast path gets class + 1
  * from the fast map and indexes this without subtracting. */
 extern const size_t sc_usize_by_ind1[SC_NBINS + 1] MA_HIDDEN;
-extern const sc_bin_info_t sc_bin_info[SC_NBINS];
+extern const sc_bin_info_t sc_bin_info[SC_NBINS] MA_HIDDEN;
 extern const sc_formula_t sc_formula_tab[SC_NSIZES];
 
 MA_INLINE size_t sc_index2size(unsigned ind) { return sc_index2size_tab[ind]; }
