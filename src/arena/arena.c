@@ -315,7 +315,7 @@ static void bin_slab_emptied_locked(bin_t *bin, extent_t *slab)
  * non-full slabs, is unmarked in the fast maps (cache_bypass): frees of
  * its objects miss free's fast path, and its slow path gives them straight
  * back to the slab (dalloc_elm; one bin lock per free) instead of
- * caching them; nor does a fill hand out the objects of its remote list.
+ * caching them; nor does a fill hand out its remote frees.
  * It is marked again when a fill makes it current (the bin has nothing
  * fuller left) or a borrower fills it past the quarter.
  * make bench-footprint's server (one thread, sessions opening and closing
@@ -526,7 +526,7 @@ static unsigned bin_take_remote_locked(bin_t *bin, unsigned binind, void **out, 
     return got;
 }
 
-/* Under the bin lock: every announced slab's remote list into its bitmap
+/* Under the bin lock: every announced slab's remote frees into its bitmap
  * (a decay tick, a purge: nobody is filling). */
 static void bin_collect_remote_locked(bin_t *bin, unsigned binind)
 {

@@ -228,7 +228,7 @@ static MA_NOINLINE void free_elm(void *p, rtree_elm_t elm)
 
 /* free's slow path. The object of another arena's slab (not sampled) is
  * the one free of a consumer thread: validated, counted, then straight
- * onto its slab's remote list with a tail call. dalloc_elm would send it
+ * home to its slab (remote bits or list) with a tail call. dalloc_elm would send it
  * there too (free_remote_line has already cached those this thread may
  * reuse), after a dozen tests and a stack frame: prodcons 1+1 under
  * callgrind, 138 -> 84 instructions per free, the remote push included.
