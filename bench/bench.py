@@ -358,21 +358,28 @@ def best_runs_ratio(cells, names, wl):
     return f"{mine.min_time_like(wl) / best:.2f} ({who})" if best else "-"
 
 
+def paired_ratios(a, b, f):
+    """f(run of a) / f(run of b) for each repetition both cells ran (runs
+    carry their repetition in "rep"); [] unless both cells are ok. Used by
+    footprint.py too."""
+    if a is None or b is None or not a.ok() or not b.ok():
+        return []
+    by_rep = {r.get("rep"): r for r in b.runs}
+    return [f(r) / f(by_rep[r.get("rep")]) for r in a.runs
+            if r.get("rep") in by_rep and f(r) and f(by_rep[r.get("rep")])]
+
+
 def paired_ratio(cells, names, wl):
     """myalloc / the best peer (by median) within each repetition: every
     repetition runs all allocators back to back, so a ratio taken inside
     one sees the machine in one state, where medians taken apart mix the
     quiet and the busy minutes. Median of the per-repetition ratios and
     their range."""
-    mine = cells["myalloc"]
     peers = [(cells[n].med_time_like(wl), n) for n in names if n != "myalloc" and cells[n].ok()]
-    if not mine.ok() or not peers:
+    if not peers:
         return "-"
     _, who = min(peers)
-    a, b = mine.runs, cells[who].runs
-    if len(a) != len(b):
-        return "-"  # one of them failed part way: the repetitions do not pair
-    ratios = [metric(wl, x)[1] / metric(wl, y)[1] for x, y in zip(a, b) if metric(wl, y)[1]]
+    ratios = paired_ratios(cells["myalloc"], cells[who], lambda r: metric(wl, r)[1])
     if not ratios:
         return "-"
     return f"{statistics.median(ratios):.2f} [{min(ratios):.2f}, {max(ratios):.2f}] ({who})"
@@ -623,6 +630,7 @@ def main():
                     parts.append(f"{a[0]}=skip")
                     continue
                 r = run_one(args.bin, w, a, timeout, log_dir)
+                r["rep"] = rep
                 if "fail" in r:
                     cell.fail = r["fail"]
                     cell.fail_res = r

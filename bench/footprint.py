@@ -18,7 +18,7 @@ import statistics
 import sys
 import time
 
-import bench as B  # bench/bench.py: run_program, probe, select_workloads, table, fmt_num, machine, git_commit, rel
+import bench as B  # bench/bench.py: run_program, probe, select_workloads, table, fmt_num, machine, git_commit, rel, paired_ratios
 
 PEERS = ("glibc", "jemalloc", "tcmalloc", "mimalloc")
 SLAB_PEERS = ("jemalloc", "tcmalloc", "mimalloc")
@@ -109,15 +109,6 @@ class Cell:
 MIB = 1024.0  # kB per MiB
 # The time target's pair: run back to back in every repetition.
 PAIRED = ("myalloc", "myalloc no-purge")
-
-
-def paired_ratios(a, b, f):
-    """f(run of a) / f(run of b) for each repetition both cells ran."""
-    if a is None or b is None or not a.ok() or not b.ok():
-        return []
-    by_rep = {r.get("rep"): r for r in b.runs}
-    return [f(r) / f(by_rep[r.get("rep")]) for r in a.runs
-            if r.get("rep") in by_rep and f(r) and f(by_rep[r.get("rep")])]
 
 
 def cpu(r):
@@ -248,10 +239,10 @@ def render(wls, results, names, meta):
             targets.append([w.name, "peak RSS <= the best peer's",
                             f"{peak_my / MIB:.0f} MiB vs {bp[1] / MIB:.0f} ({bp[0]}): {peak_my / bp[1]:.2f} x",
                             verdict(peak_my <= bp[1])])
-        paired = paired_ratios(my, np_cell, cpu)
+        paired = B.paired_ratios(my, np_cell, cpu)
         if cpu_np and paired:
             whole = ""
-            pc = paired_ratios(my, np_cell, proc_cpu)
+            pc = B.paired_ratios(my, np_cell, proc_cpu)
             if pc:
                 whole = f"; whole process, paired: {statistics.median(pc):.3f} x"
             pm = statistics.median(paired)
@@ -346,7 +337,7 @@ def main():
     t_start = time.monotonic()
     # myalloc and myalloc no-purge run back to back (in turn first), as one
     # unit of the rotation: the time target is their ratio, taken per
-    # repetition (paired_ratios), which the machine's slow swings in speed
+    # repetition (B.paired_ratios), which the machine's slow swings in speed
     # affect far less than a ratio of medians of runs minutes apart.
     units, pair = [], [c for c in runnable if c[0] in PAIRED]
     for c in runnable:

@@ -124,13 +124,13 @@ Test(rtree, round_trips_spread_over_the_address_space)
         munmap((void *)addrs[i], PAGE);
 }
 
-/* A reserved range of npages straddling a 1 GiB leaf boundary. */
 /* A GiB boundary (a leaf's start) in [2^40, 2^40 + 2^45), at random. */
 static uintptr_t random_gib(uint64_t *seed)
 {
     return (((uintptr_t)1 << 40) + (tu_rand(seed) % ((uintptr_t)1 << 45))) & ~(GIB - 1);
 }
 
+/* A reserved range of npages straddling a 1 GiB leaf boundary. */
 static uintptr_t reserve_across_boundary(size_t npages_before, size_t npages_after)
 {
     uint64_t seed = 4242;

@@ -206,8 +206,9 @@ bool extent_pool_trimming(extent_pool_t *pool);
 void extent_pool_note_tick(extent_pool_t *pool, uint64_t now);
 
 /* Options (set before any pool exists): the decay times (ms; -1 never,
- * 0 at once), whether address space is kept (retain), and huge pages for
- * regular chunks (thp: 0 default, 1 always, 2 never). */
+ * 0 at once), the hold's window (ms; 0 none), whether address space is
+ * kept (retain), and huge pages for regular chunks (thp: 0 default, 1
+ * always, 2 never). */
 extern ssize_t extent_opt_dirty_decay_ms;
 extern ssize_t extent_opt_muzzy_decay_ms;
 extern ssize_t extent_opt_dirty_hold_ms;

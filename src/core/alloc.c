@@ -161,13 +161,11 @@ MA_INLINE bool elm_remote_slab(const tsd_t *tsd, rtree_elm_t elm)
            ((extent_t *)rtree_elm_extent(elm))->arena_ind != tsd->arena->ind;
 }
 
-/* Another arena's object, checked to be a region of its slab. */
-static void dalloc_remote_checked(extent_t *slab, unsigned ind, void *p)
+/* Another arena's object, which ma_check_live found to start a region of
+ * its slab. */
+static void dalloc_remote(extent_t *slab, unsigned ind, void *p)
 {
-    long idx = slab_region_index(slab, ind, p);
-    if (unlikely(idx < 0))
-        ma_fatal("free(): invalid pointer %p (not the start of an allocation)", p);
-    arena_dalloc_remote(slab, ind, p, (unsigned)idx);
+    arena_dalloc_remote(slab, ind, p, (unsigned)slab_region_index(slab, ind, p));
 }
 
 static void dalloc_elm(tsd_t *tsd, void *p, rtree_elm_t elm, int flags)
@@ -193,7 +191,7 @@ static void dalloc_elm(tsd_t *tsd, void *p, rtree_elm_t elm, int flags)
          * reuses, while they are hot in its cache, if it allocates their
          * class at all (a consumer thread that only frees would pin them:
          * prodcons 8+8, 270 KiB of peak RSS). */
-        dalloc_remote_checked(e, ind, p);
+        dalloc_remote(e, ind, p);
     } else if (cached && (remote || likely(!ma_load_relaxed(&e->cache_bypass)))) {
         /* (A sparse slab's object, unmarked in the fast map, goes back to
          * its slab below instead: caching it would hand it out again and
@@ -203,7 +201,7 @@ static void dalloc_elm(tsd_t *tsd, void *p, rtree_elm_t elm, int flags)
          * instructions per object, the remote list ~25. */
         if (!cache_bin_push_fast(&tsd->bins[ind], p)) {
             if (remote)
-                dalloc_remote_checked(e, ind, p);
+                dalloc_remote(e, ind, p);
             else
                 tcache_dalloc_hard(tsd, ind, p);
         }
