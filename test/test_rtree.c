@@ -6,6 +6,7 @@
  * only its own chunks, can never own them while a test runs.
  */
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 #include "arena/arena.h"
 #include "arena/rtree.h"
@@ -327,6 +328,63 @@ Test(rtree, fast_map_for_live_slabs_after_malloc)
     }
     for (size_t i = 0; i < MA_ARRAY_LEN(sizes); i++)
         free(keep[i]);
+}
+
+/* The fallback covers the first power of two of bytes past four times the
+ * highest address in use (at least 4 GiB), and nothing when that would be
+ * past 2^38: where mappings live high, a map of the low addresses would
+ * cover none of them. */
+Test(rtree, fast_map_fallback_covers_four_times_the_memory_in_use)
+{
+    const uintptr_t G = (uintptr_t)1 << 30;
+    struct {
+        uintptr_t in_use, bytes;
+    } cases[] = {
+        {0, 4 * G},        {PAGE, 4 * G},       {G - 1, 4 * G},      {G, 8 * G},
+        {16 * G, 128 * G}, {60 * G, 256 * G},   {64 * G - 1, 256 * G}, {64 * G, 0},
+        {(uintptr_t)0x7f0000000000, 0},         {UINTPTR_MAX, 0},
+    };
+    for (size_t i = 0; i < MA_ARRAY_LEN(cases); i++)
+        cr_assert_eq(rtree_fastmap_fallback_pages(cases[i].in_use), cases[i].bytes >> LG_PAGE, "in use %#lx: %lu pages",
+                     (unsigned long)cases[i].in_use, (unsigned long)rtree_fastmap_fallback_pages(cases[i].in_use));
+}
+
+/* Under an address-space limit the map of the whole space cannot be had:
+ * a map whose record lies in the low addresses (as everything does under
+ * valgrind) gets a map of those, which marks slabs like the whole one; one
+ * whose record lies high gets none. */
+Test(rtree, fast_map_falls_back_to_the_low_addresses_when_the_whole_space_cannot_be_reserved)
+{
+    void *low = mmap((void *)((uintptr_t)1 << 28), PAGE, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (low == MAP_FAILED || low != (void *)((uintptr_t)1 << 28))
+        cr_skip_test("no page at 256 MiB to put the map's record in");
+    rtree_fastmap_t *fm_low = low;
+    static rtree_fastmap_t fm_high;
+    struct rlimit lim;
+    cr_assert_eq(getrlimit(RLIMIT_AS, &lim), 0);
+    size_t vm = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    cr_assert_not_null(f);
+    cr_assert_eq(fscanf(f, "%zu", &vm), 1);
+    fclose(f);
+    lim.rlim_cur = vm * (size_t)sysconf(_SC_PAGESIZE) + ((size_t)256 << 20); /* room for 256 MiB more */
+    cr_assert_eq(setrlimit(RLIMIT_AS, &lim), 0);
+
+    rtree_fastmap_init(&fm_high);
+    cr_assert_eq(fm_high.npages, 0, "a map of the low addresses for a record at %p", (void *)&fm_high);
+    rtree_fastmap_init(fm_low);
+    cr_assert_eq(fm_low->npages, rtree_fastmap_fallback_pages((uintptr_t)fm_low));
+    cr_assert_eq(fm_low->npages, ((uintptr_t)4 << 30) >> LG_PAGE, "%lu pages", (unsigned long)fm_low->npages);
+    /* It works as a map: what is written reads back, up to its end. */
+    uintptr_t a = ((uintptr_t)3 << 30) + 5 * PAGE, last = (fm_low->npages - 1) << LG_PAGE;
+    rtree_fastmap_write(fm_low, a, 2 * PAGE, 7);
+    rtree_fastmap_write(fm_low, last, PAGE, 9);
+    cr_assert_eq(rtree_fastmap_lookup(fm_low, a), 7);
+    cr_assert_eq(rtree_fastmap_lookup(fm_low, a + PAGE), 7);
+    cr_assert_eq(rtree_fastmap_lookup(fm_low, a + 2 * PAGE), 0);
+    cr_assert_eq(rtree_fastmap_lookup(fm_low, last), 9);
+    cr_assert_eq(rtree_fastmap_lookup(fm_low, last + PAGE), 0, "past the map");
 }
 
 Test(rtree, fast_map_through_the_extent_layer)

@@ -57,7 +57,9 @@ extern rtree_elm_t *rtree_root[RTREE_ROOT_N] MA_HIDDEN;
  * one byte load, and an object of another arena (a remote free) misses to
  * the slow path, which sends it home instead of caching it here.
  * When a reservation fails (overcommit mode 2, a ulimit -v) npages is 0 and
- * every lookup misses to the slow path, which uses the radix tree.
+ * every lookup misses to the slow path, which uses the radix tree; unless
+ * the process's mappings live in the low addresses (under valgrind), where
+ * a map of those is reserved instead (rtree_fastmap_init).
  * Writers: the extent pool, under its lock, before a slab's regions are
  * handed out and after they have all come back; the slab's bin, under its
  * lock, in between (sparse slabs).
@@ -95,6 +97,10 @@ MA_INLINE uintptr_t rtree_fastmap_lookup(const rtree_fastmap_t *fm, uintptr_t a)
 
 /* Reserve a map (npages stays 0 when the reservation fails). */
 void rtree_fastmap_init(rtree_fastmap_t *fm);
+/* Pages a fallback map covers when the whole address space cannot be
+ * reserved and the highest address known in use is in_use: the first power
+ * of two of bytes past four times it (at least 4 GiB), or 0 beyond 2^38. */
+uintptr_t rtree_fastmap_fallback_pages(uintptr_t in_use);
 void rtree_fastmap_write(rtree_fastmap_t *fm, uintptr_t addr, size_t size, unsigned v);
 
 /* Element for address a, or 0 when no leaf covers it (also for addresses
