@@ -396,6 +396,13 @@ static MA_NOINLINE void arena_dalloc_remote_direct(extent_t *slab, unsigned bini
     arena_dalloc_small_batch(binind, &ptr, &slab, 1);
 }
 
+/* Out of line and called last, so the common paths of the caller need no
+ * stack frame (a call to a noreturn function would give them one). */
+static MA_NOINLINE __attribute__((noipa)) void remote_double_free(void *ptr)
+{
+    ma_fatal("free(): double free of %p", ptr);
+}
+
 void arena_dalloc_remote(extent_t *slab, unsigned binind, void *ptr, unsigned idx)
 {
     arena_t *a = arenas[slab->arena_ind];
@@ -409,8 +416,10 @@ void arena_dalloc_remote(extent_t *slab, unsigned binind, void *ptr, unsigned id
          * announced; nothing is written into the object. */
         uint64_t bit = (uint64_t)1 << idx;
         uint64_t old = __atomic_fetch_or(&slab->remote_bits, bit | SLAB_REMOTE_ANNOUNCED, __ATOMIC_RELEASE);
-        if (unlikely(old & bit))
-            ma_fatal("free(): double free of %p", ptr);
+        if (unlikely(old & bit)) {
+            remote_double_free(ptr);
+            return;
+        }
         if (!(old & SLAB_REMOTE_ANNOUNCED))
             bin_announce_remote(&a->bins[binind], slab);
         return;
