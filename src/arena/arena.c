@@ -396,32 +396,19 @@ static MA_NOINLINE void arena_dalloc_remote_direct(extent_t *slab, unsigned bini
     arena_dalloc_small_batch(binind, &ptr, &slab, 1);
 }
 
-/* Out of line and called last, so the common paths of the caller need no
- * stack frame (a call to a noreturn function would give them one). */
-static MA_NOINLINE __attribute__((noipa)) void remote_double_free(void *ptr)
+void arena_remote_bit_hard(extent_t *slab, unsigned binind, void *ptr, uint64_t old, uint64_t bit)
 {
-    ma_fatal("free(): double free of %p", ptr);
+    if (old & bit)
+        ma_fatal("free(): double free of %p", ptr);
+    bin_announce_remote(&arenas[slab->arena_ind]->bins[binind], slab);
 }
 
-void arena_dalloc_remote(extent_t *slab, unsigned binind, void *ptr, unsigned idx)
+void arena_dalloc_remote_hard(extent_t *slab, unsigned binind, void *ptr)
 {
     arena_t *a = arenas[slab->arena_ind];
     if (unlikely(ma_load_relaxed(&a->nthreads) == 0)) {
         /* Nobody to collect them soon: straight to the slab. */
         arena_dalloc_remote_direct(slab, binind, ptr);
-        return;
-    }
-    if (sc_bin_info[binind].nregs <= SLAB_REMOTE_BITS) {
-        /* One OR sets the region's bit and tells whether the slab is
-         * announced; nothing is written into the object. */
-        uint64_t bit = (uint64_t)1 << idx;
-        uint64_t old = __atomic_fetch_or(&slab->remote_bits, bit | SLAB_REMOTE_ANNOUNCED, __ATOMIC_RELEASE);
-        if (unlikely(old & bit)) {
-            remote_double_free(ptr);
-            return;
-        }
-        if (!(old & SLAB_REMOTE_ANNOUNCED))
-            bin_announce_remote(&a->bins[binind], slab);
         return;
     }
     void *old = ma_load_relaxed(&slab->remote_head);

@@ -144,7 +144,7 @@ typedef struct arena {
 /* Slabs a decay tick walks at most inside bins (arena.c). */
 #define SLAB_TICK_SLABS 256
 
-extern arena_t *arenas[ARENAS_MAX];
+extern arena_t *arenas[ARENAS_MAX] MA_HIDDEN;
 extern unsigned arena_narenas;   /* how many arenas threads are spread over */
 
 bool arena_boot(unsigned narenas);
@@ -174,11 +174,33 @@ void arena_dalloc_large(extent_t *e);
 /* Resize a large allocation in place to new_usize (a large class). */
 bool arena_ralloc_large_in_place(extent_t *e, size_t new_usize, bool zero);
 
+/* The out-of-line parts of arena_dalloc_remote: the bit set in slab->remote_bits
+ * found old there (a double free, or a slab to announce); a remote list, or an
+ * arena with no thread left. */
+void arena_remote_bit_hard(extent_t *slab, unsigned binind, void *ptr, uint64_t old, uint64_t bit);
+void arena_dalloc_remote_hard(extent_t *slab, unsigned binind, void *ptr);
+
 /* Free a small object of class binind, region idx of its slab, which
  * belongs to another arena than the calling thread's: into the slab's
  * remote bits or onto its remote list (no lock), or to the slab at once
- * when its arena has no thread left. */
-void arena_dalloc_remote(extent_t *slab, unsigned binind, void *ptr, unsigned idx);
+ * when its arena has no thread left. Inline, for free's slow path: the
+ * common case, a bit set in a slab already announced, is one atomic OR
+ * and two tests, all that a consumer thread's frees do past the lookup
+ * (prodcons 1+1 under callgrind: 259.4 -> 251.8 instructions per object). */
+MA_INLINE void arena_dalloc_remote(extent_t *slab, unsigned binind, void *ptr, unsigned idx)
+{
+    if (likely(sc_bin_info[binind].nregs <= SLAB_REMOTE_BITS) &&
+        likely(ma_load_relaxed(&arenas[slab->arena_ind]->nthreads) != 0)) {
+        /* One OR sets the region's bit and tells whether the slab is
+         * announced; nothing is written into the object. */
+        uint64_t bit = (uint64_t)1 << idx;
+        uint64_t old = __atomic_fetch_or(&slab->remote_bits, bit | SLAB_REMOTE_ANNOUNCED, __ATOMIC_RELEASE);
+        if (unlikely((old & (bit | SLAB_REMOTE_ANNOUNCED)) != SLAB_REMOTE_ANNOUNCED))
+            arena_remote_bit_hard(slab, binind, ptr, old, bit);
+        return;
+    }
+    arena_dalloc_remote_hard(slab, binind, ptr);
+}
 
 /* Record a request served from a thread cache (stats only). */
 void arena_bin_count_requests(arena_t *a, unsigned binind, uint64_t n);
