@@ -848,6 +848,48 @@ Test(tcache, a_thread_that_does_not_allocate_a_class_sends_its_remote_objects_ho
     cr_assert_eq(pthread_join(th, NULL), 0);
 }
 
+/* A thread that has filled no bin yet (one that only frees: a consumer)
+ * finds no bin popped, so its frees skip the line map without reading it:
+ * its bound for the thread stays 0 until the first fill. */
+typedef struct {
+    remote_owner_t *owner;
+    uintptr_t before, after_frees, after_malloc;
+    unsigned cached;
+} line_probe_t;
+
+static void *line_probe_main(void *arg)
+{
+    line_probe_t *c = arg;
+    tsd_t *t = tsd_fetch();
+    c->before = t->linemap_npages;
+    for (int i = 0; i < REMOTE_N; i++)
+        free(c->owner->lines[i]);
+    c->cached = cache_bin_ncached(&t->bins[sc_size2index(128)]);
+    c->after_frees = t->linemap_npages;
+    free(malloc(16));
+    c->after_malloc = t->linemap_npages;
+    return NULL;
+}
+
+Test(tcache, a_thread_skips_the_line_map_until_it_fills_a_bin)
+{
+    cr_assert_gt(rtree_linemap.npages, 0, "the line map could not be reserved");
+    remote_owner_t o = {.arena = other_arena()};
+    pthread_t th = remote_owner_start(&o);
+    line_probe_t c = {.owner = &o};
+    pthread_t ct;
+    cr_assert_eq(pthread_create(&ct, NULL, line_probe_main, &c), 0);
+    cr_assert_eq(pthread_join(ct, NULL), 0);
+    cr_assert_eq(c.before, 0, "a new thread looks the line map up");
+    cr_assert_eq(c.after_frees, 0, "frees alone made the thread look the line map up");
+    cr_assert_eq(c.cached, 0, "%u remote objects cached by a thread that never allocated", c.cached);
+    cr_assert_eq(c.after_malloc, rtree_linemap.npages, "after a fill: %lu, the line map has %lu pages",
+                 (unsigned long)c.after_malloc, (unsigned long)rtree_linemap.npages);
+    arena_decay(arenas[o.arena], decay_now_ns(), 0);
+    pthread_barrier_wait(&o.release);
+    cr_assert_eq(pthread_join(th, NULL), 0);
+}
+
 /* A line-sized object of another arena that finds this thread's bin full
  * goes home too (its slab's remote list) rather than flushing the bin: a
  * thread that only frees others' objects would otherwise flush on almost

@@ -279,6 +279,8 @@ void *tcache_alloc_hard(tsd_t *tsd, unsigned ind)
     unsigned got = arena_fill_small_max(tsd_arena(tsd), ind, empty - cap, nfill, cap);
     if (got == 0)
         return NULL;
+    /* Popping from now on: remote frees of whole-line objects may come here. */
+    tsd->linemap_npages = tsd->fastmap_npages != 0 ? rtree_linemap.npages : 0;
     /* Other threads' frees filled the bin whole (only those can: a fill
      * takes at most nfill from the slabs): more came back than it holds,
      * and the rest went into the slabs' bitmaps, for later fills to take

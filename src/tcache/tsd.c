@@ -28,6 +28,7 @@ static void tsd_cleanup(void *arg)
     /* tsd->arena stays: late frees and mallocs of other destructors use it;
      * they no longer take the fast path. */
     tsd->fastmap_npages = 0;
+    tsd->linemap_npages = 0;
 }
 
 bool tsd_boot(void)

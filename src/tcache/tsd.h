@@ -42,8 +42,12 @@ enum tsd_state {
  *   free's fast path caches only objects of this thread's own arena. Of the
  *   others (remote frees), those of whole-line classes are cached too, by
  *   the first step of the slow path (the line map, rtree.h; only while
- *   fastmap_npages != 0); the rest go back to their own slabs
+ *   linemap_npages != 0); the rest go back to their own slabs
  *   (arena_dalloc_remote).
+ * - linemap_npages is the line map's bound once the thread has filled a
+ *   bin, while fastmap_npages != 0, and 0 otherwise: a thread that never
+ *   allocated (a consumer) would find every bin unpopped, so its frees skip
+ *   the line map without looking it up.
  */
 typedef struct tsd {
     /* --- fast line --- */
@@ -52,7 +56,8 @@ typedef struct tsd {
     uint64_t thread_deallocated;
     uint8_t *fastmap;           /* this thread's arena's fast map (rtree.h) */
     uintptr_t fastmap_npages;   /* its bound; 0 when there is none */
-    uint64_t pad_[3];           /* bins start 32-byte aligned */
+    uintptr_t linemap_npages;   /* the line map's bound, or 0 (see above) */
+    uint64_t pad_[2];           /* bins start 32-byte aligned */
     /* bin_none + (class + 1) is bins[class]. free's fast path indexes from
      * here with the fast map's byte, so a 0 byte (not a slab) lands on
      * bin_none, which stays all-zero and therefore always full: the push
@@ -124,6 +129,7 @@ MA_INLINE void tsd_set_arena(tsd_t *tsd, arena_t *a)
     tsd->arena = a;
     tsd->fastmap = a != NULL ? a->fastmap.map : NULL;
     tsd->fastmap_npages = a != NULL ? a->fastmap.npages : 0;
+    tsd->linemap_npages = 0; /* until the next fill */
 }
 
 /* The arena this thread allocates from (bound on first use). */
