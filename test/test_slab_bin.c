@@ -104,7 +104,11 @@ Test(slab, region_index_exact_and_bogus_pointers)
         }
         /* Outside the slab, both sides. */
         uintptr_t out[] = {base - 1, base - reg, base - PAGE, base + fake.size, base + fake.size + reg,
-                           base + fake.size - 1, 0, UINTPTR_MAX};
+                           base + fake.size - 1, 0, UINTPTR_MAX,
+                           /* the start of the tail past the last region, and
+                            * multiples of the region size far off */
+                           base + (uintptr_t)bi->nregs * reg, base + ((uintptr_t)reg << 20),
+                           base - ((uintptr_t)reg << 20), base + ((uintptr_t)reg << 32)};
         for (size_t k = 0; k < MA_ARRAY_LEN(out); k++)
             cr_assert_eq(slab_region_index(&fake, b, (void *)out[k]), -1, "bin %u: pointer %#lx", b,
                          (unsigned long)out[k]);

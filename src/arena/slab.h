@@ -57,7 +57,10 @@ MA_INLINE long slab_region_index(const extent_t *slab, unsigned binind, const vo
     const sc_bin_info_t *bi = &sc_bin_info[binind];
     uintptr_t off = (uintptr_t)ptr - slab->addr;
     uint64_t idx = ((uint64_t)off * bi->div_magic) >> 32;
-    if (off >= slab->size || idx * bi->reg_size != off || idx >= bi->nregs)
+    /* No test of off against the slab's size: idx < nregs and an exact
+     * multiple put off below nregs * reg_size, within the slab, whatever
+     * the product made of an off out of range (one below the slab wraps). */
+    if (idx * bi->reg_size != off || idx >= bi->nregs)
         return -1;
     return (long)idx;
 }
