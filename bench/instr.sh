@@ -3,7 +3,8 @@
 # myalloc, glibc, jemalloc, tcmalloc and mimalloc. See bench/README.md.
 #
 #   BENCH_QUICK=1       1/10 of the iterations
-#   BENCH_FILTER=regex  only the cases (pair-16, pair-64, pair-256, batch-64) matching
+#   BENCH_FILTER=regex  only the cases (pair-16, pair-64, pair-256, batch-64,
+#                       prodcons-1+1, larson-1k-2) matching
 #   BENCH_NO_INSTALL=1  never run apt-get for missing peers or valgrind
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
