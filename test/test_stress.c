@@ -681,6 +681,76 @@ Test(stress, thread_churn, .timeout = 60)
                   rss_last_raw);
 }
 
+/* Waves of short threads, each first freeing what the same slot of the
+ * last wave left: objects of arenas whose threads have just exited, freed
+ * while the new wave's threads join those arenas again. A remote free that
+ * read the arena's thread count twice, and found a thread back the second
+ * time, pushed an object of a slab that keeps remote frees as bits onto a
+ * list through the same word (double frees and hangs in make bench's
+ * churn, in about one run in four). With that fault put back this test
+ * failed in 10 runs of 10 (about 1 s each); it also verifies every
+ * object's contents. */
+#define WAVES 6000
+#define WAVE_MAX 4
+#define WAVE_OBJS 128
+
+typedef struct wave_slot {
+    uint64_t seed;
+    obj_t left[WAVE_OBJS / 2];
+    unsigned nleft;
+} wave_slot_t;
+
+static void *wave_thread(void *arg)
+{
+    wave_slot_t *w = arg;
+    for (unsigned i = 0; i < w->nleft; i++)
+        check_and_free(w->left[i], "wave thread (left by the last wave)");
+    w->nleft = 0;
+    obj_t mine[WAVE_OBJS];
+    for (unsigned i = 0; i < WAVE_OBJS; i++) {
+        size_t size = 16 + tu_rand(&w->seed) % 2033;
+        void *p = malloc(size);
+        if (p == NULL)
+            fail("malloc(%zu) failed", size);
+        else
+            tu_fill(p, size);
+        mine[i] = (obj_t){p, p != NULL ? size : 0};
+    }
+    for (unsigned i = 0; i < WAVE_OBJS; i++) {
+        if (mine[i].p == NULL)
+            continue;
+        if (i % 2 == 0)
+            check_and_free(mine[i], "wave thread");
+        else
+            w->left[w->nleft++] = mine[i];
+    }
+    return NULL;
+}
+
+Test(stress, waves_of_threads_free_what_the_last_wave_left, .timeout = 120)
+{
+    reset_errors();
+    static wave_slot_t slots[WAVE_MAX];
+    memset(slots, 0, sizeof(slots));
+    unsigned long threads = 0;
+    for (unsigned wave = 0; wave < WAVES; wave++) {
+        unsigned n = 2 + wave % (WAVE_MAX - 1); /* 2, 3, 4, 2, ... */
+        pthread_t th[WAVE_MAX];
+        for (unsigned j = 0; j < n; j++) {
+            slots[j].seed = 0x5eedULL + wave * WAVE_MAX + j;
+            cr_assert_eq(pthread_create(&th[j], NULL, wave_thread, &slots[j]), 0);
+        }
+        for (unsigned j = 0; j < n; j++)
+            cr_assert_eq(pthread_join(th[j], NULL), 0);
+        threads += n;
+    }
+    for (unsigned j = 0; j < WAVE_MAX; j++)
+        for (unsigned i = 0; i < slots[j].nleft; i++)
+            check_and_free(slots[j].left[i], "main thread (left by the last wave)");
+    ASSERT_NO_ERRORS();
+    cr_assert_eq(threads, (unsigned long)WAVES * 3);
+}
+
 /* ---------------------------------------------------------------------
  * 5. Where the kernel puts mappings.
  *

@@ -391,7 +391,7 @@ static void bin_announce_remote(bin_t *bin, extent_t *slab)
 
 /* Out of line: its arguments' addresses would put the common path's on
  * the stack. */
-static MA_NOINLINE void arena_dalloc_remote_direct(extent_t *slab, unsigned binind, void *ptr)
+MA_NOINLINE void arena_dalloc_remote_direct(extent_t *slab, unsigned binind, void *ptr)
 {
     arena_dalloc_small_batch(binind, &ptr, &slab, 1);
 }
@@ -403,14 +403,9 @@ void arena_remote_bit_hard(extent_t *slab, unsigned binind, void *ptr, uint64_t 
     bin_announce_remote(&arenas[slab->arena_ind]->bins[binind], slab);
 }
 
-void arena_dalloc_remote_hard(extent_t *slab, unsigned binind, void *ptr)
+void arena_dalloc_remote_list(extent_t *slab, unsigned binind, void *ptr)
 {
     arena_t *a = arenas[slab->arena_ind];
-    if (unlikely(ma_load_relaxed(&a->nthreads) == 0)) {
-        /* Nobody to collect them soon: straight to the slab. */
-        arena_dalloc_remote_direct(slab, binind, ptr);
-        return;
-    }
     void *old = ma_load_relaxed(&slab->remote_head);
     do {
         *(void **)ptr = old;
