@@ -34,11 +34,11 @@ uintptr_t rtree_fastmap_fallback_pages(uintptr_t in_use)
 /* A map of the whole address space first. When that reservation fails and
  * the allocator's own memory (fm lives in it) sits in the low addresses, a
  * map of those: valgrind places a program's mappings in its first tens of
- * GiB and grants only two 32 GiB reservations, so the third arena on ran
- * without a map there (the line map takes the second) and every free of its
- * threads took the slow path: under callgrind, larson 16 B-32 KiB with two
- * threads counted 291 instructions per operation, 224 with the fallback
- * (tcmalloc 217, the harness included). Where mappings live high, as in a
+ * GiB and grants only two 32 GiB reservations, so the second arena on ran
+ * without a map there (the first arena's and the line map take them) and
+ * every free of its threads took the slow path: under callgrind, larson
+ * 16 B-1 KiB with 8 threads counted 442 instructions per operation, 209
+ * with the fallback (tcmalloc 212, the harness included). Where mappings live high, as in a
  * process under a ulimit -v, a map of the low addresses would cover none
  * of them and is not made. */
 void rtree_fastmap_init(rtree_fastmap_t *fm)
