@@ -415,12 +415,12 @@ void arena_dalloc_remote_list(extent_t *slab, unsigned binind, void *ptr)
         bin_announce_remote(&a->bins[binind], slab);
 }
 
-/* Under the bin lock, for the two kinds of remote frees below: detach the
- * frees of one announced slab (its link already read), its objects into
- * out while they fit (at most n in all, *got so far) and the slab is not
- * sparse, the rest into its bitmap. Return how many went there. */
-
-/* Remote bits come out in address order, and the bin never reads the
+/* Under the bin lock, for each of the two kinds of remote frees (this one
+ * and the next): detach the frees of one announced slab (its link already
+ * read), its objects into out while they fit (at most n in all, *got so
+ * far) and the slab is not sparse, the rest into its bitmap. Return how
+ * many went there.
+ * Remote bits come out in address order, and the bin never reads the
  * objects themselves: they may sit in the cache of the thread that freed
  * them, and a fill that walked a list through them waited for each in turn
  * (larson 16-128 B, 8 threads: about 14% of its CPU time on that load). */
