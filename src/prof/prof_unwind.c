@@ -148,12 +148,16 @@ static inline int32_t pu_cfa_off(uint64_t r) { return (int32_t)(uint32_t)(r >> 3
 static inline int16_t pu_rbp_off(uint64_t r) { return (int16_t)(uint16_t)(r >> 16); }
 
 /* ---------------------------------------------------------------------
- * The cache: 2048 sets of two 32-byte entries (one cache line a set),
+ * The cache: 1024 sets of four 32-byte entries (two cache lines a set),
  * 128 KiB of zeroed static memory, touched only once the profiler runs.
+ * Four ways, not two: a hot stack whose return addresses put three keys
+ * in one set (with addresses placed at random, one process in about 500
+ * on our tests' stacks) would evict one of them at every walk, for good;
+ * with four, five must meet in one set.
  */
-#define PU_LG_SETS 11
+#define PU_LG_SETS 10
 #define PU_NSETS (1u << PU_LG_SETS)
-#define PU_WAYS 2
+#define PU_WAYS 4
 
 typedef struct pu_entry {
     uint32_t seq;      /* odd while a writer fills the entry */
@@ -165,9 +169,9 @@ typedef struct pu_entry {
 
 typedef struct pu_set {
     pu_entry_t way[PU_WAYS];
-} MA_ALIGNED(MA_CACHELINE) pu_set_t;
+} MA_ALIGNED(2 * MA_CACHELINE) pu_set_t;
 
-_Static_assert(sizeof(pu_set_t) == MA_CACHELINE, "a set is one cache line");
+_Static_assert(sizeof(pu_set_t) == 2 * MA_CACHELINE, "a set is two cache lines");
 
 MA_LARGE_BSS static pu_set_t pu_cache[PU_NSETS];
 static unsigned pu_victim; /* alternates the way replaced in full sets */
@@ -1032,6 +1036,10 @@ void prof_unwind_rule_of(uintptr_t addr, bool exact, prof_unwind_rule_t *out)
     out->rbp_off = pu_rbp_off(r);
 }
 
+unsigned prof_unwind_cache_set(uintptr_t key) { return (unsigned)(pu_set_of(key) - pu_cache); }
+
+bool prof_unwind_cache_holds(uintptr_t key) { return pu_cache_get(key, pu_gen_read()) != 0; }
+
 #else /* not x86-64 Linux: every stack goes to libgcc */
 
 int prof_unwind_backtrace(void **buf, int cap)
@@ -1062,6 +1070,18 @@ void prof_unwind_rule_of(uintptr_t addr, bool exact, prof_unwind_rule_t *out)
     (void)addr;
     (void)exact;
     *out = (prof_unwind_rule_t){PROF_UNWIND_GIVEUP, 0, false, 0};
+}
+
+unsigned prof_unwind_cache_set(uintptr_t key)
+{
+    (void)key;
+    return 0;
+}
+
+bool prof_unwind_cache_holds(uintptr_t key)
+{
+    (void)key;
+    return false;
 }
 
 #endif

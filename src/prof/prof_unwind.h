@@ -88,4 +88,9 @@ typedef struct prof_unwind_rule {
 } prof_unwind_rule_t;
 void prof_unwind_rule_of(uintptr_t addr, bool exact, prof_unwind_rule_t *out);
 
+/* Tests only: the cache set a key (an address, as looked up) falls in, and
+ * whether the cache holds a rule for it valid now. */
+unsigned prof_unwind_cache_set(uintptr_t key);
+bool prof_unwind_cache_holds(uintptr_t key);
+
 #endif
