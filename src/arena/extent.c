@@ -574,21 +574,31 @@ static bool pool_others_busy(const extent_pool_t *pool, uint64_t now)
     return false;
 }
 
-/* Its arena's threads have all left (a new arena's none came yet), decay
- * is on, and none has come back within the dirty decay time (threads that
+/* Its arena's threads have all left (a new arena's none came yet) and
+ * decay is on: what needs no clock. */
+static bool pool_left(const extent_pool_t *pool)
+{
+    return pool->nthreads != NULL && ma_load_relaxed(pool->nthreads) == 0 && ma_load_relaxed(&pool->ever_left) &&
+           pool->decay_dirty.ms >= 0;
+}
+
+/* Left, and none has come back within the dirty decay time (threads that
  * come and go will take the pages). */
 static bool pool_deserted(const extent_pool_t *pool, uint64_t now)
 {
-    ssize_t ms = pool->decay_dirty.ms;
-    if (pool->nthreads == NULL || ma_load_relaxed(pool->nthreads) != 0 || !ma_load_relaxed(&pool->ever_left) ||
-        ms < 0)
+    if (!pool_left(pool))
         return false;
     uint64_t back = ma_load_relaxed(&pool->rejoined_ns);
-    return back == 0 || now - back >= (uint64_t)ms * 1000000u;
+    return back == 0 || now - back >= (uint64_t)pool->decay_dirty.ms * 1000000u;
 }
 
+/* Asked at every slab freed: the clock (a vDSO call) only for a pool whose
+ * threads left (read first, it was 1.4 of the 2.4% of a larson 4-16 KiB
+ * run's perf samples in clock_gettime). */
 bool extent_pool_trimming(extent_pool_t *pool)
 {
+    if (likely(!pool_left(pool)))
+        return false;
     uint64_t now = decay_now_ns();
     return pool_deserted(pool, now) && !pool_others_busy(pool, now);
 }
