@@ -233,12 +233,13 @@ Test(tcache, an_empty_bin_is_filled_by_ncached_max_shifted_by_lg_fill_div)
         cr_assert_eq(ncached(ind), want - 1);
         /* A bin starts at twice its slab's regions, clamped; it may grow to
          * TCACHE_BIN_BYTES of objects (at least two slabs), clamped, and
-         * the extended slab classes to TCACHE_NSLOTS_EXTENDED_MAX at least. */
+         * the classes of a page or more to TCACHE_NSLOTS_PAGE_MAX at
+         * least. */
         unsigned twice = 2 * sc_bin_info[ind].nregs;
         unsigned most = (unsigned)MA_MAX(twice, TCACHE_BIN_BYTES / sc_index2size(ind));
         most = MA_MIN(MA_MAX(most, TCACHE_NSLOTS_MIN), TCACHE_NSLOTS_SMALL_MAX);
-        if (sc_index2size(ind) >= SC_SLAB_EXTENDED_MINCLASS)
-            most = MA_MAX(most, TCACHE_NSLOTS_EXTENDED_MAX);
+        if (sc_index2size(ind) >= PAGE)
+            most = MA_MAX(most, TCACHE_NSLOTS_PAGE_MAX);
         unsigned init = MA_MIN(MA_MIN(MA_MAX(twice, TCACHE_NSLOTS_MIN), TCACHE_NSLOTS_INIT_MAX), most);
         cr_assert_eq(tcache_bin_cap_max(ind), most, "class %zu largest capacity", sc_index2size(ind));
         cr_assert_eq(tcache_bin_cap_init(ind), init, "class %zu first capacity", sc_index2size(ind));
@@ -1527,32 +1528,40 @@ Test(tcache, a_bin_that_outgrows_its_region_moves_the_bins_above_with_their_obje
     }
 }
 
-/* The largest cached slab class (past jemalloc's small ones: slabs of a few
- * regions, first capacity TCACHE_NSLOTS_MIN) grows too: a batch half as
- * large again as its first capacity ends up cached whole, without fills. */
-Test(tcache, a_bin_of_an_extended_slab_class_grows_past_its_first_capacity)
+/* Every cached slab class of a page or more (slabs of a few regions, first
+ * capacity TCACHE_NSLOTS_MIN) grows too: a batch half as large again as
+ * its first capacity ends up cached whole, without fills. (The 4-14 KiB
+ * classes used to stop at TCACHE_BIN_BYTES of objects, 9-32 of them.) */
+Test(tcache, bins_of_classes_of_a_page_or_more_grow_past_their_first_capacity)
 {
-    unsigned ind = MA_MIN(tsd->tcache_nbins, (unsigned)SC_NBINS) - 1;
-    if (sc_index2size(ind) < SC_SLAB_EXTENDED_MINCLASS)
-        cr_skip_test("no slab classes past jemalloc's are cached in this configuration");
-    unsigned cap0 = tcache_bin_cap_init(ind), n = cap0 + cap0 / 2;
-    cr_assert_geq(tcache_bin_cap_max(ind), n);
-    cr_assert_leq((size_t)(n - cap0) * sc_index2size(ind), tcache_thread_budget(tsd),
-                  "the test's batch outgrows the thread's budget");
+    unsigned top = MA_MIN(tsd->tcache_nbins, (unsigned)SC_NBINS) - 1, tested = 0;
+    size_t growth = 0;
     static void *ps[TCACHE_NSLOTS_SMALL_MAX];
-    bin_t *bin = &tsd_arena(tsd)->bins[ind];
-    uint64_t fills = 0;
-    for (int round = 0; round < 12; round++) {
-        if (round == 8)
-            fills = bin->stats.nfills;
-        for (unsigned i = 0; i < n; i++)
-            ps[i] = malloc(sc_index2size(ind));
-        for (unsigned i = 0; i < n; i++)
-            free(ps[i]);
+    for (unsigned ind = 0; ind <= top; ind++) {
+        if (sc_index2size(ind) < PAGE)
+            continue;
+        unsigned cap0 = tcache_bin_cap_init(ind), n = cap0 + cap0 / 2;
+        cr_assert_geq(tcache_bin_cap_max(ind), n, "class %zu: largest capacity %u, first %u", sc_index2size(ind),
+                      tcache_bin_cap_max(ind), cap0);
+        growth += (size_t)cap0 * sc_index2size(ind); /* one doubling */
+        cr_assert_leq(growth, TCACHE_THREAD_BYTES_PAGES, "the test's batches outgrow the thread's budget");
+        bin_t *bin = &tsd_arena(tsd)->bins[ind];
+        uint64_t fills = 0;
+        for (int round = 0; round < 12; round++) {
+            if (round == 8)
+                fills = bin->stats.nfills;
+            for (unsigned i = 0; i < n; i++)
+                ps[i] = malloc(sc_index2size(ind));
+            for (unsigned i = 0; i < n; i++)
+                free(ps[i]);
+        }
+        cr_assert_geq(cache_bin_ncached_max(bin_of(ind)), n, "class %zu: capacity %u, first %u, batch %u",
+                      sc_index2size(ind), cache_bin_ncached_max(bin_of(ind)), cap0, n);
+        cr_assert_eq(bin->stats.nfills, fills, "class %zu: the batch is still filled from slabs", sc_index2size(ind));
+        tested++;
     }
-    cr_assert_geq(cache_bin_ncached_max(bin_of(ind)), n, "class %zu: capacity %u, first %u, batch %u",
-                  sc_index2size(ind), cache_bin_ncached_max(bin_of(ind)), cap0, n);
-    cr_assert_eq(bin->stats.nfills, fills, "the batch is still filled from slabs");
+    if (tested == 0)
+        cr_skip_test("no class of a page or more is cached in this configuration");
 }
 
 /* Bins grow only within the thread's budget: thrash enough classes (the

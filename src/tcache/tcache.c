@@ -46,17 +46,23 @@ bool tcache_boot(void)
             unsigned twice = 2 * sc_bin_info[i].nregs;
             n = (unsigned)MA_MAX(twice, TCACHE_BIN_BYTES / sc_index2size(i));
             n = MA_MIN(MA_MAX(n, TCACHE_NSLOTS_MIN), TCACHE_NSLOTS_SMALL_MAX);
-            /* The classes past jemalloc's small ones (16-32 KiB) may
-             * grow past their first 20 too (within the thread's budget):
-             * fixed at 20, larson 16 B-32 KiB (1 thread) took 4% of its
-             * objects from slabs, cold, filling and flushing at the
-             * bounds of each bin's random walk. At 40: peak RSS 27.1-27.5
-             * -> 26.1-26.5 MiB (5 runs; fewer slabs emptied and made
-             * again), LL misses per op -14%, instructions -1.4%
-             * (cachegrind, 8 MiB LL). At 160, with the budget of the
-             * page classes (TCACHE_THREAD_BYTES_PAGES), 21,000 KiB. */
-            if (sc_index2size(i) >= SC_SLAB_EXTENDED_MINCLASS)
-                n = MA_MAX(n, TCACHE_NSLOTS_EXTENDED_MAX);
+            /* The classes of a page or more may grow past their first
+             * 20 too (within the thread's budget of page classes): fixed
+             * at 20, larson 16 B-32 KiB (1 thread) took 4% of its objects
+             * from slabs, cold, filling and flushing at the bounds of
+             * each bin's random walk. For the 16-32 KiB classes, at 40:
+             * peak RSS 27.1-27.5 -> 26.1-26.5 MiB (5 runs; fewer slabs
+             * emptied and made again), LL misses per op -14%,
+             * instructions -1.4% (cachegrind, 8 MiB LL); at 160, with
+             * TCACHE_THREAD_BYTES_PAGES, 21,000 KiB. The 4-14 KiB classes
+             * too (they stopped at 20: 128 KiB is 9-32 of them): larson
+             * 4-16 KiB, 1 thread, CPU -20% (0.0914 -> 0.0731 s, tcmalloc
+             * 0.0725; medians of 7 interleaved runs), peak RSS 14.2 ->
+             * 12.0 MiB, objects taken from slabs 5% -> 0.9% of requests
+             * on 16 B-32 KiB; bench-footprint's server keeps 39 MiB in
+             * its idle threads' caches after freeing all, not 28. */
+            if (sc_index2size(i) >= PAGE)
+                n = MA_MAX(n, TCACHE_NSLOTS_PAGE_MAX);
             init = MA_MIN(MA_MAX(twice, TCACHE_NSLOTS_MIN), TCACHE_NSLOTS_INIT_MAX);
             init = MA_MIN(init, n);
         } else {

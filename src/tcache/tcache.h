@@ -10,8 +10,8 @@
  * (jemalloc's sizing), and doubles each time it thrashes, that is, when it
  * must refill after having overflowed and flushed since the last GC step,
  * up to TCACHE_BIN_BYTES of objects (at least two slabs, at most
- * TCACHE_NSLOTS_SMALL_MAX; TCACHE_NSLOTS_EXTENDED_MAX for the 16-32 KiB
- * classes): a working batch that a thread allocates and frees again ends
+ * TCACHE_NSLOTS_SMALL_MAX; at least TCACHE_NSLOTS_PAGE_MAX for the
+ * classes of a page or more): a working batch that a thread allocates and frees again ends
  * up cached whole. So does a bin that a fill of other threads' frees of
  * its objects filled whole (a producer's). A thread that only frees (a consumer,
  * or frees of other threads' objects) never refills, so its bins stay small
@@ -47,7 +47,7 @@
 #define TCACHE_NSLOTS_INIT_MAX   200
 #define TCACHE_NSLOTS_SMALL_MAX  2048
 #define TCACHE_NSLOTS_LARGE      20
-#define TCACHE_NSLOTS_EXTENDED_MAX 160 /* slab classes >= SC_SLAB_EXTENDED_MINCLASS (tcache.c) */
+#define TCACHE_NSLOTS_PAGE_MAX   160   /* slab classes >= PAGE (tcache.c) */
 #define TCACHE_LG_FILL_DIV_INIT  3     /* a new thread's fills: capacity >> 3 */
 #define TCACHE_BIN_BYTES         ((size_t)128 << 10)
 #define TCACHE_FLUSH_BATCH       256   /* objects per arena call when flushing */
@@ -78,7 +78,7 @@
  * colder ones (tcmalloc lets a thread cache hold 4 MiB). larson 16 B-32
  * KiB, 1 thread: peak RSS 26,500 -> 21,000 KiB, program instructions 66.7 M ->
  * 63.9 M (callgrind, 300k pairs), CPU time per pair against tcmalloc's
- * (make bench, 5 runs) 1.66 -> 1.22; this and TCACHE_NSLOTS_EXTENDED_MAX
+ * (make bench, 5 runs) 1.66 -> 1.22; this and TCACHE_NSLOTS_PAGE_MAX
  * 40 -> 160 together, neither alone. bench-footprint's server: trough
  * +1,500 KiB, end and after freeing all unchanged; frag: after freeing
  * all +2,376 KiB. */
