@@ -59,6 +59,36 @@ def cases(quick):
     return cs
 
 
+class ProfCase:
+    """A profiler-overhead case: the instructions per op of argv(n) with
+    profiling off and on (the default rate), for myalloc and jemalloc."""
+
+    def __init__(self, name, program, argv, n1, n2, per, what):
+        self.name, self.program, self.argv = name, program, argv
+        self.n1, self.n2, self.per, self.what = n1, n2, per, what
+
+
+# The rows of make bench's profiler table (bench/prof.py), single-threaded.
+def prof_cases(quick):
+    d = 10 if quick else 1
+    return [
+        ProfCase("prof-rand-16-72", "prof", lambda n: ["pairs", n, 16, 72], 1_000_000 // d, 3_000_000 // d, 1,
+                 "malloc+free pairs, random sizes 16-72 B"),
+        ProfCase("prof-batch-mixed", "batch", lambda n: ["mixed", 0, n], 1_000 // d, 4_000 // d, BATCH,
+                 "1000 mallocs then 1000 frees, 16 B-4 KiB"),
+        ProfCase("prof-larson-1k", "larson", lambda n: [1, 16, 1024, 1000, n], 200_000 // d, 800_000 // d, 1,
+                 "Larson-like, 1 thread, 16 B-1 KiB"),
+        ProfCase("prof-larson-32k", "larson", lambda n: [1, 16, 32768, 1000, n], 100_000 // d, 300_000 // d, 1,
+                 "Larson-like, 1 thread, 16 B-32 KiB"),
+    ]
+
+
+# How each profiling allocator is told to profile, and the seed that makes
+# myalloc's samples the same from run to run (jemalloc has none).
+PROF_CONF = {"myalloc": ("MYALLOC_CONF", "prof:false", "prof:true,prof_seed:1"),
+             "jemalloc": ("MALLOC_CONF", "prof:false", "prof:true")}
+
+
 def signal_name(num):
     try:
         return signal.Signals(num).name
@@ -98,9 +128,10 @@ def annotate(path):
     return res, objects
 
 
-def run_callgrind(binary, lib, argv, n, tmp, tag, threads=False):
+def run_callgrind(binary, lib, argv, n, tmp, tag, threads=False, extra_env=None):
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
+    env.update(extra_env or {})
     if lib:
         env["LD_PRELOAD"] = lib  # in valgrind's own environment: it passes it on
     out = os.path.join(tmp, f"{tag}.out")
@@ -144,6 +175,46 @@ def measure(bindir, alloc, case, tmp):
                    f"{binary} {' '.join(str(a) for a in case.argv(n2))}"}
 
 
+def measure_prof(bindir, alloc, case, tmp):
+    """Instructions per op with profiling off and on, and the overhead."""
+    name, lib = alloc
+    var, off, on = PROF_CONF[name]
+    binary = os.path.join(bindir, case.program)
+    res = {}
+    for key, conf in (("off", off), ("on", on)):
+        tag = f"{name}-{case.name}-{key}"
+        a1, _ = run_callgrind(binary, lib, case.argv(case.n1), case.n1, tmp, tag + "-1", extra_env={var: conf})
+        a2, objs = run_callgrind(binary, lib, case.argv(case.n2), case.n2, tmp, tag + "-2", extra_env={var: conf})
+        if os.path.basename(os.path.realpath(lib)) not in objs and os.path.basename(lib) not in objs:
+            raise RuntimeError(f"{os.path.basename(lib)} does not appear in the profile: preload not active?")
+        res[key] = (a2["TOTAL"] - a1["TOTAL"]) / ((case.n2 - case.n1) * case.per)
+    res["overhead"] = res["on"] / res["off"] - 1
+    return res
+
+
+def prof_section(pcs, allocs, results):
+    """The profiler-overhead table (markdown lines)."""
+    names = [n for n, _ in allocs if n in PROF_CONF]
+    lines = ["## Profiler overhead in instructions: prof:true against prof:false, the default rate "
+             "(lg_prof_sample 19)", "",
+             "Instructions per op, (Ir(N2) - Ir(N1)) / (ops(N2) - ops(N1)), the whole program; myalloc "
+             f"runs with prof_seed:1. The rows of make bench's profiler table (bench/prof.py) that run "
+             "one thread. Instructions are not time: make bench's table measures that.", ""]
+    head = "| workload |" + "".join(f" {n} off | {n} on | {n} overhead |" for n in names)
+    lines += [head, "|:--|" + "--:|" * (3 * len(names))]
+    for c in pcs:
+        row = f"| {c.name[len('prof-'):]}: {c.what} (`{c.program} {' '.join(str(a) for a in c.argv(c.n2))}`) |"
+        for n in names:
+            r = results.get((n, c.name))
+            if r is None or "fail" in r:
+                row += f" FAIL ({(r or {}).get('fail', 'not run')[:60]}) | | |"
+            else:
+                row += f" {r['off']:.1f} | {r['on']:.1f} | {100 * r['overhead']:+.2f}% |"
+        lines.append(row)
+    lines.append("")
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -156,8 +227,10 @@ def main():
     quick = os.environ.get("BENCH_QUICK", "0") not in ("", "0")
     filt = os.environ.get("BENCH_FILTER", "")
     cs = cases(quick)
+    pcs = prof_cases(quick)
     if filt:
         cs = [c for c in cs if re.search(filt, c.name)]
+        pcs = [c for c in pcs if re.search(filt, c.name)]
     allocs = []
     names = []
     skipped = {}
@@ -174,8 +247,9 @@ def main():
     tmp = tempfile.mkdtemp(prefix="bench-instr-")
     results = {}
     jobs = max(1, min(4, os.cpu_count() or 1))
-    print(f"bench-instr: {len(cs)} cases x {len(allocs)} allocators under callgrind "
-          f"({jobs} at a time)", file=sys.stderr)
+    prof_allocs = [a for a in allocs if a[0] in PROF_CONF]
+    print(f"bench-instr: {len(cs)} cases x {len(allocs)} allocators, {len(pcs)} profiler cases x "
+          f"{len(prof_allocs)} allocators under callgrind ({jobs} at a time)", file=sys.stderr)
     # The cross-thread cases run alone, one after the other: what allocators
     # do on a clock (purging, decay) grows with the wall time of a run, and
     # a second callgrind beside it slowed it down (prodcons-1+1: myalloc
@@ -197,6 +271,18 @@ def main():
                     except Exception as e:  # noqa: BLE001 - report any failure in the table
                         results[key] = {"fail": str(e)}
                         print(f"  {key[1]:12} {key[0]:9} FAIL: {e}", file=sys.stderr)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as ex:
+            futs = {ex.submit(measure_prof, args.bin, a, c, tmp): (a[0], c.name) for a in prof_allocs
+                    for c in pcs}
+            for f in concurrent.futures.as_completed(futs):
+                key = futs[f]
+                try:
+                    results[key] = r = f.result()
+                    print(f"  {key[1]:16} {key[0]:9} off {r['off']:7.1f}  on {r['on']:7.1f}  "
+                          f"overhead {100 * r['overhead']:+.2f}%", file=sys.stderr)
+                except Exception as e:  # noqa: BLE001 - report any failure in the table
+                    results[key] = {"fail": str(e)}
+                    print(f"  {key[1]:16} {key[0]:9} FAIL: {e}", file=sys.stderr)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -268,6 +354,10 @@ def main():
             lines.append(f"Warning: the harness count differs between allocators ({sorted(hs)}); "
                          "it should not.")
         lines.append("")
+    if pcs:
+        lines += prof_section(pcs, prof_allocs, results)
+        fails += [(n, c.name, results[(n, c.name)]["fail"]) for n, _ in prof_allocs for c in pcs
+                  if "fail" in results.get((n, c.name), {})]
     if fails:
         lines.append("## Failures")
         lines.append("")
