@@ -256,33 +256,26 @@ def main():
     # counted 260.8 with another job running, 240.3-245.0 alone).
     single = [c for c in cs if c.program == "instr"]
     threaded = [c for c in cs if c.program != "instr"]
-    try:
-        for group, workers in ((single, jobs), (threaded, 1)):
-            with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as ex:
-                futs = {ex.submit(measure, args.bin, a, c, tmp): (a[0], c.name) for a in allocs
-                        for c in group}
-                for f in concurrent.futures.as_completed(futs):
-                    key = futs[f]
-                    try:
-                        results[key] = f.result()
-                        r = results[key]
-                        print(f"  {key[1]:12} {key[0]:9} raw {r['raw']:7.1f}  harness "
-                              f"{r['harness']:5.1f}  allocator {r['alloc']:7.1f}", file=sys.stderr)
-                    except Exception as e:  # noqa: BLE001 - report any failure in the table
-                        results[key] = {"fail": str(e)}
-                        print(f"  {key[1]:12} {key[0]:9} FAIL: {e}", file=sys.stderr)
-        with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as ex:
-            futs = {ex.submit(measure_prof, args.bin, a, c, tmp): (a[0], c.name) for a in prof_allocs
-                    for c in pcs}
+    def run_all(fn, allocators, group, workers, show):
+        """fn(bin, allocator, case, tmp) for every pair, workers at a time,
+        into results (a failure as {"fail": why})."""
+        with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as ex:
+            futs = {ex.submit(fn, args.bin, a, c, tmp): (a[0], c.name) for a in allocators for c in group}
             for f in concurrent.futures.as_completed(futs):
                 key = futs[f]
                 try:
-                    results[key] = r = f.result()
-                    print(f"  {key[1]:16} {key[0]:9} off {r['off']:7.1f}  on {r['on']:7.1f}  "
-                          f"overhead {100 * r['overhead']:+.2f}%", file=sys.stderr)
+                    results[key] = f.result()
+                    print(f"  {key[1]:16} {key[0]:9} {show(results[key])}", file=sys.stderr)
                 except Exception as e:  # noqa: BLE001 - report any failure in the table
                     results[key] = {"fail": str(e)}
                     print(f"  {key[1]:16} {key[0]:9} FAIL: {e}", file=sys.stderr)
+
+    try:
+        for group, workers in ((single, jobs), (threaded, 1)):
+            run_all(measure, allocs, group, workers,
+                    lambda r: f"raw {r['raw']:7.1f}  harness {r['harness']:5.1f}  allocator {r['alloc']:7.1f}")
+        run_all(measure_prof, prof_allocs, pcs, jobs,
+                lambda r: f"off {r['off']:7.1f}  on {r['on']:7.1f}  overhead {100 * r['overhead']:+.2f}%")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -12,7 +12,7 @@
  *
  * or that the frame is the outermost (its return address is undefined:
  * _start, clone3), or that libgcc must do this stack (give up). Rules are
- * packed into one word and cached in a 2-way set-associative table shared
+ * packed into one word and cached in a 4-way set-associative table shared
  * by all threads. Each entry has a sequence number: a writer makes it odd
  * with a compare-and-swap (an entry another writer holds is simply not
  * cached), writes, and makes it even again; a reader reads the number,
