@@ -580,8 +580,11 @@ Test(stress, fork_while_allocating, .timeout = 60)
 
 typedef struct churn_arg {
     uint64_t seed;
+    bool together; /* the first batch: wait for the whole batch before exiting */
     obj_t kept[CHURN_KEEP];
 } churn_arg_t;
+
+static pthread_barrier_t churn_together;
 
 static void *churn_thread(void *arg)
 {
@@ -601,6 +604,8 @@ static void *churn_thread(void *arg)
         else if (objs[i].p != NULL)
             check_and_free(objs[i], "churn thread");
     }
+    if (a->together)
+        pthread_barrier_wait(&churn_together);
     return NULL;
 }
 
@@ -614,10 +619,18 @@ Test(stress, thread_churn, .timeout = 60)
     size_t rss_first_raw = 0, rss_first = 0, rss_last_raw = 0, rss_last = 0;
     size_t meta_first = 0, meta_last = 0;
     unsigned long threads = 0;
+    /* The first batch's threads all live at once: every arena and as many
+     * thread blocks as a batch can need exist before the first measure.
+     * Left to scheduling, the first batch could run a few threads at a time
+     * in a few arenas, and arenas made later (about 4 MiB of metadata each,
+     * mostly page-map leaves) passed the bound below (CI: 14.7 MiB after
+     * the first batch, 42.0 after the last). */
+    cr_assert_eq(pthread_barrier_init(&churn_together, NULL, CHURN_PER_BATCH), 0);
     for (unsigned b = 0; b < CHURN_BATCHES; b++) {
         for (unsigned i = 0; i < CHURN_PER_BATCH; i++) {
             memset(&args[i], 0, sizeof(args[i]));
             args[i].seed = 0x9999ULL + b * 1000 + i;
+            args[i].together = b == 0;
             cr_assert_eq(pthread_create(&th[i], NULL, churn_thread, &args[i]), 0);
         }
         for (unsigned i = 0; i < CHURN_PER_BATCH; i++) {
@@ -644,6 +657,7 @@ Test(stress, thread_churn, .timeout = 60)
             }
         }
     }
+    pthread_barrier_destroy(&churn_together);
     ASSERT_NO_ERRORS();
     cr_assert_eq(threads, (unsigned long)CHURN_BATCHES * CHURN_PER_BATCH);
     /* Every exited thread's cache was flushed and every object came back:
@@ -655,11 +669,11 @@ Test(stress, thread_churn, .timeout = 60)
                   inuse, threads, base_inuse);
     /* Thread state is recycled: the allocator's metadata does not grow with
      * the number of threads that ever lived (a thread's cache block is
-     * about 90 KiB with 4 KiB pages, 380 KiB with 64 KiB pages: 1950 lost
-     * ones would be 180-740 MiB; a page-map leaf for a new GiB of address space is
-     * 2 MiB). How many of a batch's threads were alive at once, and so how
-     * many blocks exist, depends on scheduling: the first batch may have
-     * needed only a few, a later one all CHURN_PER_BATCH. */
+     * about 160 KiB with 4 KiB pages: 1950 lost ones would be over 300
+     * MiB; a page-map leaf for a new GiB of address space is 2 MiB). The
+     * first batch made every block and arena a batch can need (measured:
+     * the last figure equals the first); the bound leaves room for a
+     * batch's blocks all the same. */
     size_t meta_bound = meta_first + (size_t)CHURN_PER_BATCH * tcache_block_bytes() + ((size_t)16 << 20);
     cr_assert_leq(meta_last, meta_bound,
                   "metadata grew from %zu bytes after the first batch to %zu after the last (bound %zu)",
