@@ -152,27 +152,30 @@ def run_callgrind(binary, lib, argv, n, tmp, tag, threads=False, extra_env=None)
     return annotate(out)
 
 
-def measure(bindir, alloc, case, tmp):
-    name, lib = alloc
-    n1, n2, per = case.n1, case.n2, case.per
-    binary = os.path.join(bindir, case.program)
-    tag = f"{name}-{case.name}"
-    threads = case.program != "instr"
-    a1, _ = run_callgrind(binary, lib, case.argv(n1), n1, tmp, tag + "-1", threads)
-    a2, objs = run_callgrind(binary, lib, case.argv(n2), n2, tmp, tag + "-2", threads)
-    for fn in case.harness:
-        if fn not in a1 or fn not in a2:
-            raise RuntimeError(f"{fn} not found in the callgrind profile")
-    # Sanity: the allocator's library must show up in the profile.
+def run_pair(binary, lib, case, tmp, tag, threads=False, extra_env=None):
+    """Callgrind runs of case with N1 and N2 iterations: both profiles, once
+    the allocator's library is seen in the second (the preload worked)."""
+    a1, _ = run_callgrind(binary, lib, case.argv(case.n1), case.n1, tmp, tag + "-1", threads, extra_env)
+    a2, objs = run_callgrind(binary, lib, case.argv(case.n2), case.n2, tmp, tag + "-2", threads, extra_env)
     want = os.path.basename(os.path.realpath(lib)) if lib else "libc.so.6"
     if not any(o == want or o == os.path.basename(lib or "libc.so.6") for o in objs):
         raise RuntimeError(f"{want} does not appear in the profile: preload not active?")
-    pairs = (n2 - n1) * per
+    return a1, a2
+
+
+def measure(bindir, alloc, case, tmp):
+    name, lib = alloc
+    binary = os.path.join(bindir, case.program)
+    a1, a2 = run_pair(binary, lib, case, tmp, f"{name}-{case.name}", case.program != "instr")
+    for fn in case.harness:
+        if fn not in a1 or fn not in a2:
+            raise RuntimeError(f"{fn} not found in the callgrind profile")
+    pairs = (case.n2 - case.n1) * case.per
     raw = (a2["TOTAL"] - a1["TOTAL"]) / pairs
     harness = sum(a2[fn] - a1[fn] for fn in case.harness) / pairs
     return {"raw": raw, "harness": harness, "alloc": raw - harness,
             "cmd": f"{'LD_PRELOAD=' + lib + ' ' if lib else ''}valgrind --tool=callgrind "
-                   f"{binary} {' '.join(str(a) for a in case.argv(n2))}"}
+                   f"{binary} {' '.join(str(a) for a in case.argv(case.n2))}"}
 
 
 def measure_prof(bindir, alloc, case, tmp):
@@ -182,11 +185,7 @@ def measure_prof(bindir, alloc, case, tmp):
     binary = os.path.join(bindir, case.program)
     res = {}
     for key, conf in (("off", off), ("on", on)):
-        tag = f"{name}-{case.name}-{key}"
-        a1, _ = run_callgrind(binary, lib, case.argv(case.n1), case.n1, tmp, tag + "-1", extra_env={var: conf})
-        a2, objs = run_callgrind(binary, lib, case.argv(case.n2), case.n2, tmp, tag + "-2", extra_env={var: conf})
-        if os.path.basename(os.path.realpath(lib)) not in objs and os.path.basename(lib) not in objs:
-            raise RuntimeError(f"{os.path.basename(lib)} does not appear in the profile: preload not active?")
+        a1, a2 = run_pair(binary, lib, case, tmp, f"{name}-{case.name}-{key}", extra_env={var: conf})
         res[key] = (a2["TOTAL"] - a1["TOTAL"]) / ((case.n2 - case.n1) * case.per)
     res["overhead"] = res["on"] / res["off"] - 1
     return res

@@ -1543,8 +1543,10 @@ Test(tcache, bins_of_classes_of_a_page_or_more_grow_past_their_first_capacity)
         unsigned cap0 = tcache_bin_cap_init(ind), n = cap0 + cap0 / 2;
         cr_assert_geq(tcache_bin_cap_max(ind), n, "class %zu: largest capacity %u, first %u", sc_index2size(ind),
                       tcache_bin_cap_max(ind), cap0);
+        cr_assert_leq((size_t)(n - cap0) * sc_index2size(ind), tcache_thread_budget(tsd),
+                      "the test's batch outgrows the thread's budget");
         growth += (size_t)cap0 * sc_index2size(ind); /* one doubling */
-        cr_assert_leq(growth, TCACHE_THREAD_BYTES_PAGES, "the test's batches outgrow the thread's budget");
+        cr_assert_leq(growth, tcache_bin_growth_budget(tsd, ind), "the test's batches outgrow the thread's budget");
         bin_t *bin = &tsd_arena(tsd)->bins[ind];
         uint64_t fills = 0;
         for (int round = 0; round < 12; round++) {
