@@ -644,6 +644,29 @@ Test(prof, prof_thread_active_init_option, .fini = tu_tmp_cleanup)
                    p_sample((double)sc_s2u(100), 8));
 }
 
+/* prof_seed makes runs reproducible, the main thread's too: its sampler is
+ * initialised by the first allocation, which may come before the profiler's
+ * own setup (it was seeded from the clock then). The same seed samples the
+ * same allocations; another seed, others. */
+Test(prof, prof_seed_makes_the_main_threads_samples_reproducible, .fini = tu_tmp_cleanup)
+{
+    tu_tmp_make();
+    char out[1 << 14];
+    unsigned long long sig[3], n[3];
+    const char *confs[3] = {"prof:true,lg_prof_sample:10,prof_seed:21", "prof:true,lg_prof_sample:10,prof_seed:21",
+                            "prof:true,lg_prof_sample:10,prof_seed:22"};
+    for (int i = 0; i < 3; i++) {
+        int rc = run_probe(confs[i], "seeded 20000 64", out, sizeof(out));
+        cr_assert_eq(rc, 0, "probe failed (%d):\n%s", rc, out);
+        n[i] = kv_num(out, "samples");
+        sig[i] = kv_ptr(out, "signature");
+        check_binomial(confs[i], n[i], 20000, p_sample((double)sc_s2u(64), 10));
+    }
+    cr_assert_eq(sig[0], sig[1], "prof_seed:21 sampled other allocations in its second run (%llu then %llu samples)",
+                 n[0], n[1]);
+    cr_assert_neq(sig[0], sig[2], "prof_seed:21 and prof_seed:22 sampled the same allocations");
+}
+
 /* =====================================================================
  * 2. Dumps.
  */

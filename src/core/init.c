@@ -83,6 +83,12 @@ bool ma_init_hard(void)
                  "rebuild with make LG_PAGE=%u",
                  (size_t)PAGE, LG_PAGE, os_page, ma_lg_floor(os_page));
     conf_init();
+    /* The seed before any thread state exists: the first allocation made
+     * below (the unwinder's warm-up in prof_boot_late, say) initialises the
+     * calling thread's sampler, which would otherwise be seeded from the
+     * clock, and prof_seed would not make the main thread's samples
+     * reproducible. */
+    te_sample_seed = opt_prof_seed;
     ma_math_boot();
     ma_ncpus = count_cpus();
     /* Four arenas per CPU, as jemalloc: threads get arenas of their own up

@@ -252,6 +252,29 @@ static int mode_churn(size_t total, size_t size)
     return 0;
 }
 
+/* In the main thread, n allocations of size bytes, each freed at once:
+ * which of them were sampled (prof.nsamples moved), as a hash of their
+ * indices. prof_seed makes it the same in every run. */
+static int mode_seeded(size_t n, size_t size)
+{
+    uint64_t sig = 0xcbf29ce484222325ull, samples = 0, seen = ctl_u64("prof.nsamples");
+    for (size_t i = 0; i < n; i++) {
+        void *p = malloc(size);
+        if (p == NULL)
+            die("malloc");
+        BARRIER(p);
+        free(p);
+        uint64_t now = ctl_u64("prof.nsamples");
+        if (now != seen) {
+            sig = (sig ^ i) * 0x100000001b3ull;
+            samples += now - seen;
+            seen = now;
+        }
+    }
+    printf("samples=%llu\nsignature=%llx\n", (unsigned long long)samples, (unsigned long long)sig);
+    return 0;
+}
+
 static int count_files(const char *dir, const char *suffix)
 {
     DIR *d = opendir(dir);
@@ -327,6 +350,8 @@ int main(int argc, char **argv)
         rc = mode_final(NUM(2), NUM(3));
     else if (strcmp(m, "leak") == 0)
         rc = mode_leak(NUM(2), NUM(3));
+    else if (strcmp(m, "seeded") == 0)
+        rc = mode_seeded(NUM(2), NUM(3));
     else if (strcmp(m, "churn") == 0)
         rc = mode_churn(NUM(2), NUM(3));
     else if (strcmp(m, "grow") == 0)
