@@ -614,11 +614,24 @@ static uint64_t pu_reduce(const pu_row_t *row)
     if (row->cfa_off < INT32_MIN || row->cfa_off > INT32_MAX)
         return PU_RULE_GIVEUP;
     unsigned kind = row->cfa_reg == DW_RSP ? PROF_UNWIND_CFA_RSP : PROF_UNWIND_CFA_RBP;
+    /* A CFA from rsp must be above it and aligned (rsp is): decided here;
+     * the walk checks a CFA from rbp. */
+    if (kind == PROF_UNWIND_CFA_RSP && (row->cfa_off <= 0 || (row->cfa_off & 7) != 0))
+        return PU_RULE_END;
     if (row->how[R_RBP] == HOW_SAME)
         return pu_pack(kind, false, 0, (int32_t)row->cfa_off);
-    if (row->how[R_RBP] == HOW_OFFSET && row->off[R_RBP] >= INT16_MIN && row->off[R_RBP] <= INT16_MAX)
-        return pu_pack(kind, true, (int16_t)row->off[R_RBP], (int32_t)row->cfa_off);
-    return PU_RULE_GIVEUP;
+    if (row->how[R_RBP] != HOW_OFFSET || row->off[R_RBP] < INT16_MIN || row->off[R_RBP] > INT16_MAX)
+        return PU_RULE_GIVEUP;
+    /* The saved rbp must lie in this frame, below the return address,
+     * aligned (the CFA is: the walk checks it). What the offsets alone
+     * decide is decided here, once, not at every walk: a rule that fails
+     * ends the walk at this frame, as the walk's own checks would. For a
+     * CFA from rsp the frame's rsp is CFA - cfa_off, so "not below rsp" is
+     * one of them; from rbp, the walk checks it. */
+    int64_t off = row->off[R_RBP];
+    if (off > -8 || (off & 7) != 0 || (kind == PROF_UNWIND_CFA_RSP && off < -row->cfa_off))
+        return PU_RULE_END;
+    return pu_pack(kind, true, (int16_t)off, (int32_t)row->cfa_off);
 }
 
 /* The PT_LOAD segment of an object holding address a, as [lo, hi). */
@@ -988,15 +1001,24 @@ static int pu_walk(void **buf, int cap, uintptr_t ip, uintptr_t sp, uintptr_t bp
                 break;
             return pu_giveup();
         }
-        uintptr_t cfa = (kind == PROF_UNWIND_CFA_RBP ? bp : sp) + (intptr_t)pu_cfa_off(rule);
         /* Up the stack, within it, aligned: else the stack is not what the
-         * tables say (hand-written code, a corrupted stack): stop here. */
-        if (cfa <= sp || cfa > hi || (cfa & 7) != 0)
+         * tables say (hand-written code, a corrupted stack): stop here. For
+         * a CFA from rsp, pu_reduce checked the first and the last. */
+        uintptr_t cfa;
+        if (kind == PROF_UNWIND_CFA_RSP) {
+            cfa = sp + (intptr_t)pu_cfa_off(rule);
+        } else {
+            cfa = bp + (intptr_t)pu_cfa_off(rule);
+            if (cfa <= sp || (cfa & 7) != 0)
+                break;
+        }
+        if (cfa > hi)
             break;
         if (rule & PU_RBP_SAVED) {
-            /* Saved inside this frame: between its rsp and its CFA. */
+            /* Saved inside this frame: between its rsp and its CFA, aligned
+             * (pu_reduce checked all but rsp <= at for a CFA from rbp). */
             uintptr_t at = cfa + (intptr_t)pu_rbp_off(rule);
-            if (at < sp || at > cfa - 8 || (at & 7) != 0)
+            if (kind == PROF_UNWIND_CFA_RBP && at < sp)
                 break;
             bp = *(const uintptr_t *)at;
         }
