@@ -467,6 +467,135 @@ Test(prof_unwind, frameless_frame_pointer_and_variable_frames_interleaved)
     free(d);
 }
 
+/* ---------------------------------------------------------------------
+ * The replay of a thread's last walk.
+ */
+typedef struct replay_job {
+    int switch_level; /* rp_rec at this depth calls down through its second call site; -1: none */
+    uw_diff_t d[3];
+    uint64_t replayed[3]; /* frames replayed by each walk */
+} replay_job_t;
+
+static replay_job_t *rp_job;
+static int rp_walk;
+
+/* Two call sites of itself: the return addresses above the level that
+ * takes the second differ; the frames (and their places) do not. */
+NOINLINE int rp_rec(int depth, int switch_level)
+{
+    int r;
+    if (depth == 0) {
+        uint64_t before = stats_now().replayed;
+        r = uw_take(&rp_job->d[rp_walk]);
+        rp_job->replayed[rp_walk] = stats_now().replayed - before;
+    } else if (depth == switch_level) {
+        r = rp_rec(depth - 1, switch_level);
+        KEEP(r);
+    } else {
+        r = rp_rec(depth - 1, switch_level) + 1;
+        KEEP(r);
+    }
+    return r;
+}
+
+/* Three walks from the same place of this thread's stack: the same stack
+ * twice, then one whose return address differs above level switch_level.
+ * Frame-pointer code: rbp is the same at every call. */
+FPFN void *replay_thread(void *arg)
+{
+    rp_job = arg;
+    for (rp_walk = 0; rp_walk < 3; rp_walk++) /* one call site: one return address */
+        rp_rec(12, rp_walk == 2 ? rp_job->switch_level : -1);
+    return NULL;
+}
+
+Test(prof_unwind, a_repeated_stack_is_replayed_up_to_the_first_frame_that_differs)
+{
+    for (int level = 3; level <= 9; level += 6) {
+        replay_job_t *j = calloc(1, sizeof(*j));
+        j->switch_level = level;
+        in_thread(replay_thread, j);
+        for (int w = 0; w < 3; w++)
+            uw_check(&j->d[w], "replay");
+        cr_assert_eq(j->d[0].nmine, j->d[1].nmine);
+        /* The second walk, the same stack: every frame replayed, none
+         * looked up. */
+        cr_assert_eq(j->replayed[1], (uint64_t)j->d[1].nmine, "replayed %llu of %d frames of a repeated stack",
+                     (unsigned long long)j->replayed[1], j->d[1].nmine);
+        /* The third: frames 0 (uw_take), 1 (rp_rec 0) .. level (rp_rec
+         * level - 1) are as before; frame level + 1, the return into
+         * rp_rec(level), is the other call site. */
+        cr_assert_neq(j->d[2].mine[level + 1], j->d[1].mine[level + 1]);
+        cr_assert_eq(j->d[2].mine[level], j->d[1].mine[level]);
+        cr_assert_eq(j->replayed[2], (uint64_t)level + 1, "switch at level %d: replayed %llu frames", level,
+                     (unsigned long long)j->replayed[2]);
+        free(j);
+    }
+}
+
+/* The same return addresses at the same places, but a frame whose CFA
+ * comes from rbp sits elsewhere: va_outer's alloca grows by as much as
+ * va_mid's shrinks, so every frame from va_mid down is where it was, and
+ * only rbp tells that va_mid's caller's frame moved. The replay must see it
+ * (the regions are zeroed: stale return addresses of the first walk would
+ * be read back as if nothing had moved). */
+NOINLINE int va_inner(void *arg)
+{
+    int r = uw_take(arg);
+    KEEP(r);
+    return r;
+}
+
+NOINLINE int va_mid(size_t n, void *arg)
+{
+    char *x = alloca(n);
+    memset(x, 0, n);
+    BARRIER(x);
+    int r = va_inner(arg);
+    KEEP(r);
+    return r;
+}
+
+NOINLINE int va_outer(size_t pad, void *arg)
+{
+    char *x = alloca(pad);
+    memset(x, 0, pad);
+    BARRIER(x);
+    int r = va_mid(4096 - pad, arg);
+    KEEP(r);
+    return r;
+}
+
+typedef struct va_job {
+    uw_diff_t d[2];
+    uint64_t replayed[2];
+} va_job_t;
+
+static va_job_t *va_job_cur;
+static int va_walk;
+
+FPFN void *va_thread(void *arg)
+{
+    va_job_cur = arg;
+    for (va_walk = 0; va_walk < 2; va_walk++) {
+        uint64_t before = stats_now().replayed;
+        va_outer(va_walk == 0 ? 64 : 1024, &va_job_cur->d[va_walk]);
+        va_job_cur->replayed[va_walk] = stats_now().replayed - before;
+    }
+    return NULL;
+}
+
+Test(prof_unwind, a_replay_checks_rbp_where_a_frame_depends_on_it)
+{
+    va_job_t *j = calloc(1, sizeof(*j));
+    in_thread(va_thread, j);
+    uw_check(&j->d[0], "pad 64");
+    uw_check(&j->d[1], "pad 1024");
+    cr_assert_lt(j->replayed[1], (uint64_t)j->d[1].nmine, "all %d frames replayed though va_mid's frame moved",
+                 j->d[1].nmine);
+    free(j);
+}
+
 Test(prof_unwind, frames_of_a_shared_library_with_and_without_frame_pointers)
 {
     libs_open();

@@ -67,6 +67,7 @@ typedef struct prof_unwind_stats {
     uint64_t scans;      /* stack-bound look-ups (/proc/self/maps) */
     uint64_t from_frame; /* the calling thread's walks started at a given frame (..._from) */
     uint64_t gen_reads;  /* walks that read the loader's generation */
+    uint64_t replayed;   /* the calling thread's frames replayed from its last walk (no rule looked up) */
 } prof_unwind_stats_t;
 void prof_unwind_stats_get(prof_unwind_stats_t *out);
 
