@@ -150,6 +150,7 @@ void te_resync(tsd_t *tsd)
 void te_update_next(tsd_t *tsd)
 {
     uint64_t next = tsd->thread_allocated + TE_MAX_WAIT;
+#pragma GCC unroll 8
     for (unsigned i = 0; i < TE_NEVENTS; i++)
         next = MA_MIN(next, tsd->te.next[i]);
     /* A sampling configuration changed: reach the slow path soon to redraw
@@ -165,6 +166,7 @@ bool te_alloc_event(tsd_t *tsd, size_t usize)
     if (!sample_current(tsd))
         te_schedule(tsd, TE_SAMPLE, tsd->thread_allocated);
     bool sample = after >= tsd->te.next[TE_SAMPLE];
+#pragma GCC unroll 8
     for (unsigned i = 0; i < TE_NEVENTS; i++) {
         if (after < tsd->te.next[i])
             continue;
