@@ -100,17 +100,35 @@ static unsigned rec_bucket(uint64_t h, unsigned szind, unsigned lg_sample)
     return (unsigned)((((k >> 32) / PROF_NSTRIPES) * PROF_NSTRIPES + stripe) & (PROF_NBUCKETS - 1));
 }
 
+/* The stack of the thread's last sample. A thread samples one site again
+ * and again: comparing the frames with that stack's costs less than
+ * hashing them, and its records are then found by comparing pointers
+ * (stacks are interned and never freed). */
+static __thread const prof_stack_t *last_stack __attribute__((tls_model("initial-exec")));
+
 prof_rec_t *prof_table_record(void *const *frames, unsigned depth, unsigned szind, unsigned lg_sample,
                               extent_t *e, size_t small_bytes)
 {
-    uint64_t h = stack_hash(frames, depth);
+    const prof_stack_t *known = last_stack;
+    uint64_t h;
+    if (known != NULL && known->depth == depth && memcmp(known->frames, frames, depth * sizeof(void *)) == 0) {
+        h = known->hash;
+    } else {
+        known = NULL;
+        h = stack_hash(frames, depth);
+    }
     prof_rec_t **rbucket = &rec_buckets[rec_bucket(h, szind, lg_sample)];
     prof_stripe_t *st = stripe_of(h);
     ma_mutex_t *lock = &st->lock;
     ma_mutex_lock(lock);
     prof_rec_t *r = *rbucket;
-    while (r != NULL && !(r->szind == szind && r->lg_sample == lg_sample && stack_is(r->stack, h, frames, depth)))
-        r = r->hnext;
+    if (known != NULL) {
+        while (r != NULL && !(r->stack == known && r->szind == szind && r->lg_sample == lg_sample))
+            r = r->hnext;
+    } else {
+        while (r != NULL && !(r->szind == szind && r->lg_sample == lg_sample && stack_is(r->stack, h, frames, depth)))
+            r = r->hnext;
+    }
     if (r != NULL)
         goto found;
     prof_stack_t **bucket = &buckets[h & (PROF_NBUCKETS - 1)];
@@ -139,6 +157,7 @@ prof_rec_t *prof_table_record(void *const *frames, unsigned depth, unsigned szin
     r->hnext = *rbucket;
     *rbucket = r;
 found:
+    last_stack = r->stack;
     peak_save(r);
     r->live++;
     r->accum++;
