@@ -63,7 +63,7 @@ void rtree_fastmap_write(rtree_fastmap_t *fm, uintptr_t addr, size_t size, unsig
         ma_store_relaxed(&fm->map[pg + i], (uint8_t)v);
 }
 
-MA_NOINLINE static rtree_elm_t *rtree_leaf_create(uintptr_t i)
+MA_NOINLINE rtree_elm_t *rtree_leaf_create(uintptr_t i)
 {
     ma_mutex_lock(&rtree_lock);
     rtree_elm_t *leaf = ma_load_acquire(&rtree_root[i]);
@@ -75,26 +75,6 @@ MA_NOINLINE static rtree_elm_t *rtree_leaf_create(uintptr_t i)
     }
     ma_mutex_unlock(&rtree_lock);
     return leaf;
-}
-
-rtree_elm_t *rtree_elm_get(uintptr_t a)
-{
-    uintptr_t i = a >> RTREE_LG_LEAF_SPAN;
-    if (i >= RTREE_ROOT_N)
-        return NULL;
-    rtree_elm_t *leaf = ma_load_acquire(&rtree_root[i]);
-    if (unlikely(leaf == NULL) && (leaf = rtree_leaf_create(i)) == NULL)
-        return NULL;
-    return &leaf[(a >> LG_PAGE) & (RTREE_LEAF_N - 1)];
-}
-
-bool rtree_write(uintptr_t addr, rtree_elm_t e)
-{
-    rtree_elm_t *p = rtree_elm_get(addr);
-    if (p == NULL)
-        return false;
-    ma_store_release(p, e);
-    return true;
 }
 
 bool rtree_write_range(uintptr_t addr, size_t size, rtree_elm_t e)

@@ -124,15 +124,37 @@ MA_INLINE rtree_elm_t rtree_elm_make(const void *extent, unsigned szind, uint64_
     return ((uint64_t)szind << RTREE_SZIND_SHIFT) | (uint64_t)(uintptr_t)extent | flags;
 }
 
-/* Pointer to the element for address a, creating its leaf if needed.
+/* Leaf i of the root, created (under the tree's lock) if it is not yet.
  * NULL only when metadata memory is exhausted. */
-rtree_elm_t *rtree_elm_get(uintptr_t a);
+rtree_elm_t *rtree_leaf_create(uintptr_t i);
+
+/* Pointer to the element for address a, creating its leaf if needed.
+ * NULL only when metadata memory is exhausted (or a is beyond the user
+ * address space). Inline: the extent layer writes an extent's first and
+ * last pages at every change of it, a sampled object's twice. */
+MA_INLINE rtree_elm_t *rtree_elm_get(uintptr_t a)
+{
+    uintptr_t i = a >> RTREE_LG_LEAF_SPAN;
+    if (unlikely(i >= RTREE_ROOT_N))
+        return NULL;
+    rtree_elm_t *leaf = ma_load_acquire(&rtree_root[i]);
+    if (unlikely(leaf == NULL) && (leaf = rtree_leaf_create(i)) == NULL)
+        return NULL;
+    return &leaf[(a >> LG_PAGE) & (RTREE_LEAF_N - 1)];
+}
 
 /* Write e for every page in [addr, addr + size). Returns false when a leaf
  * could not be created (nothing is left half-written for earlier pages that
  * failed; callers check before committing). */
 bool rtree_write_range(uintptr_t addr, size_t size, rtree_elm_t e);
-bool rtree_write(uintptr_t addr, rtree_elm_t e);
+MA_INLINE bool rtree_write(uintptr_t addr, rtree_elm_t e)
+{
+    rtree_elm_t *p = rtree_elm_get(addr);
+    if (p == NULL)
+        return false;
+    ma_store_release(p, e);
+    return true;
+}
 
 void rtree_prefork(void);
 void rtree_postfork_parent(void);
