@@ -1,7 +1,8 @@
 /*
  * The allocator's own log, expm1 and llround (src/common/math.c) against
  * libm's, over the ranges the sampler and the profile writers use, plus
- * the edge cases.
+ * the edge cases; and its Exp(1) draws (the sampler's waits) against the
+ * exponential distribution, in the body, the strips' wedges and the tail.
  */
 #include <float.h>
 #include <math.h>
@@ -41,9 +42,9 @@ Test(math, log_matches_libm)
     cr_assert(isinf(ma_log(INFINITY)));
 }
 
-/* The sampler's draw per sample uses the table log: over its range (and
- * across magnitudes) within 2^-51 * max(1, |log x|) of libm's (twice its
- * rounding), and near x = 1 within 2^-51 absolutely. */
+/* The table log (the sampler's draws beyond the ziggurat's last strip):
+ * over its range (and across magnitudes) within 2^-51 * max(1, |log x|)
+ * of libm's (twice its rounding), and near x = 1 within 2^-51 absolutely. */
 Test(math, table_log_matches_libm)
 {
     ma_math_boot(); /* this test links math.c alone: no allocator initialisation */
@@ -113,4 +114,48 @@ Test(math, llround_matches_libm)
         double x = ldexp((double)(int64_t)tu_rand(&seed), -(int)(tu_rand(&seed) % 60));
         cr_assert_eq(ma_llround(x), llround(x), "llround(%.17g)", x);
     }
+}
+
+/* 2^24 draws of ma_exp_draw, fixed seed. Under Exp(1), u = 1 - e^-E is
+ * uniform: the largest gap between the draws' distribution of u and the
+ * uniform one (Kolmogorov-Smirnov, over 2^16 bins: the binning only makes
+ * it smaller) stays under 3.3 / sqrt(n) but with probability 7e-10. A
+ * ziggurat that took every point of its strips' wedges (1.1% of draws
+ * decided there) or returned r for every tail draw fails here or below. */
+Test(math, exp_draws_are_exponential)
+{
+    ma_math_boot();
+    const size_t n = (size_t)1 << 24, nbins = (size_t)1 << 16;
+    const double r = 7.69711747013104972; /* the ziggurat's last strip ends here */
+    uint32_t *bins = calloc(nbins, sizeof(uint32_t));
+    uint64_t state = 0x5eed, ntail = 0;
+    double sum = 0, tail_excess = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = ma_exp_draw(&state);
+        cr_assert(e >= 0 && isfinite(e), "draw %zu: %g", i, e);
+        double u = -expm1(-e);
+        size_t b = (size_t)(u * (double)nbins);
+        bins[b < nbins ? b : nbins - 1]++;
+        sum += e;
+        if (e > r) {
+            ntail++;
+            tail_excess += e - r;
+        }
+    }
+    double d = 0, cum = 0;
+    for (size_t b = 0; b < nbins; b++) {
+        cum += bins[b];
+        d = fmax(d, fabs(cum / (double)n - (double)(b + 1) / (double)nbins));
+    }
+    free(bins);
+    cr_assert_lt(sqrt((double)n) * d, 3.3, "KS statistic %.3f: the draws are not Exp(1)", sqrt((double)n) * d);
+    /* The mean: 1, sd 1 / sqrt(n). */
+    cr_assert_lt(fabs(sum / (double)n - 1.0) * sqrt((double)n), 6.0, "mean %.6f", sum / (double)n);
+    /* The tail beyond r (P = e^-r, 4.5e-4: ~7,600 draws), binomial within
+     * 6 sigma, and its excess over r again Exp(1): mean 1, sd 1/sqrt(k). */
+    double p = exp(-r), mean = (double)n * p, sd = sqrt((double)n * p * (1 - p));
+    cr_assert_lt(fabs((double)ntail - mean), 6 * sd, "%llu draws beyond r, expected %.0f +- %.0f",
+                 (unsigned long long)ntail, mean, sd);
+    cr_assert_lt(fabs(tail_excess / (double)ntail - 1.0) * sqrt((double)ntail), 6.0,
+                 "mean excess beyond r %.4f over %llu draws", tail_excess / (double)ntail, (unsigned long long)ntail);
 }

@@ -97,12 +97,67 @@ static double log_table_c(unsigned i)
     return 1.0 + (double)(2 * i + 1) * (1.0 / (2 * LOG_TABLE_N)); /* exact */
 }
 
+/* The ziggurat's r (the base strip's right edge) and v (each strip's
+ * area) for 256 strips under e^-x, from Marsaglia and Tsang. */
+#define ZIG_R 7.69711747013104972
+#define ZIG_V 3.949659822581572e-3
+#define ZIG_M 9007199254740992.0 /* 2^53: a strip's points */
+
+ma_exp_zig_t ma_exp_zig;
+
+static double zig_exp_neg(double x) { return 1.0 + ma_expm1(-x); }
+
+/* Strip i (1..255) spans x in [0, x_i) with x_255 = r, x_i shrinking with
+ * i; its points below x_(i-1) are under the curve. Strip 0 is the base: a
+ * rectangle of width v / e^-r, whose points beyond r stand for the tail. */
+static void zig_boot(void)
+{
+    ma_exp_zig_t *z = &ma_exp_zig;
+    double de = ZIG_R, te = ZIG_R, q = ZIG_V / zig_exp_neg(ZIG_R);
+    z->k[0] = (uint64_t)((de / q) * ZIG_M);
+    z->k[1] = 0;
+    z->w[0] = q / ZIG_M;
+    z->w[255] = de / ZIG_M;
+    z->f[0] = 1.0;
+    z->f[255] = zig_exp_neg(de);
+    for (int i = 254; i >= 1; i--) {
+        de = -ma_log(ZIG_V / de + zig_exp_neg(de));
+        z->k[i + 1] = (uint64_t)((de / te) * ZIG_M);
+        te = de;
+        z->f[i] = zig_exp_neg(de);
+        z->w[i] = de / ZIG_M;
+    }
+}
+
+/* A uniform in (0, 1]. */
+static double zig_uniform(uint64_t *state) { return (double)((ma_splitmix_next(state) >> 11) + 1) * (1.0 / ZIG_M); }
+
+double ma_exp_draw_slow(uint64_t *state, uint64_t r)
+{
+    const ma_exp_zig_t *z = &ma_exp_zig;
+    for (;;) {
+        unsigned i = (unsigned)(r & 255);
+        uint64_t j = r >> 11;
+        if (j < z->k[i])
+            return (double)j * z->w[i];
+        if (i == 0) /* the tail: beyond r, Exp(1) again (it is memoryless) */
+            return ZIG_R - ma_log_fast(zig_uniform(state));
+        /* The wedge: under the curve with probability its share of the
+         * strip between f[i] and f[i - 1]. */
+        double x = (double)j * z->w[i];
+        if (z->f[i] + zig_uniform(state) * (z->f[i - 1] - z->f[i]) < zig_exp_neg(x))
+            return x;
+        r = ma_splitmix_next(state);
+    }
+}
+
 void ma_math_boot(void)
 {
     for (unsigned i = 0; i < LOG_TABLE_N; i++) {
         log_table[i].inv_c = 1.0 / log_table_c(i);
         log_table[i].log_c = ma_log(log_table_c(i));
     }
+    zig_boot();
 }
 
 double ma_log_fast(double x)

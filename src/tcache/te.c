@@ -32,14 +32,7 @@ void te_sample_configure(bool on, unsigned lg_sample, uint64_t seed)
     ma_fetch_add(&te_sample_epoch, 1);
 }
 
-/* splitmix64: one word of state, full period, passes BigCrush. */
-uint64_t te_prng_next(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
+uint64_t te_prng_next(uint64_t *state) { return ma_splitmix_next(state); }
 
 uint64_t te_prng_seed(const void *thread_addr, uint64_t serial)
 {
@@ -57,14 +50,13 @@ uint64_t te_prng_seed(const void *thread_addr, uint64_t serial)
 
 uint64_t te_sample_wait(uint64_t *prng, unsigned lg_sample)
 {
-    /* u uniform in (0, 1]; W = -ln(u) * R is Exp(mean R); the sampled byte is
-     * the floor(W)-th one ahead, so an allocation of Z bytes is sampled with
+    /* W = E * R with E ~ Exp(1) is Exp(mean R); the sampled byte is the
+     * floor(W)-th one ahead, so an allocation of Z bytes is sampled with
      * probability P(W < Z) = 1 - exp(-Z/R). */
-    double u = (double)((te_prng_next(prng) >> 11) + 1) * (1.0 / 9007199254740992.0);
-    double w = -ma_log_fast(u) * (double)((uint64_t)1 << lg_sample);
+    double w = ma_exp_draw(prng) * (double)((uint64_t)1 << lg_sample);
     if (w >= 9.0e18)
         return (uint64_t)9e18;
-    if (!(w > 0)) /* u = 1, where the table log may round to -0 or a hair above */
+    if (!(w > 0)) /* E = 0 (a point at the strip's left edge) or a hair above */
         return 1;
     return (uint64_t)w + 1;
 }
