@@ -54,7 +54,8 @@ static void *alloc_usize(tsd_t *tsd, size_t usize, size_t align, int flags)
 
 /* A sampled allocation: the stack capture may allocate (the unwinder), so
  * the thread is re-entrant meanwhile: nested allocations take no events.
- * Inline: each frame here is one more for the unwinder to walk through. */
+ * Inline: each frame here is one more for the unwinder to walk through.
+ * Its callers recompute next_event next (they ran the events). */
 MA_INLINE void *alloc_sampled(tsd_t *tsd, size_t usize, size_t align, int flags, const prof_bt_start_t *from)
 {
     bool explicit_arena;
@@ -63,7 +64,7 @@ MA_INLINE void *alloc_sampled(tsd_t *tsd, size_t usize, size_t align, int flags,
         return NULL;
     tsd_reentrancy_enter(tsd);
     void *p = prof_alloc_sampled(arena, usize, align, flags & MA_FLAG_ZERO, from);
-    tsd_reentrancy_leave(tsd);
+    tsd_reentrancy_leave_deferred(tsd);
     return p;
 }
 

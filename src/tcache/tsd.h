@@ -154,6 +154,9 @@ MA_INLINE void tsd_reentrancy_leave(tsd_t *tsd)
     tsd->reentrancy--;
     tsd_update_next_event(tsd);
 }
+/* The same for a caller that calls tsd_update_next_event itself right
+ * after (next_event stays 0 meanwhile: the slow path). */
+MA_INLINE void tsd_reentrancy_leave_deferred(tsd_t *tsd) { tsd->reentrancy--; }
 
 bool tsd_boot(void);
 void tsd_postfork_child(void);
