@@ -534,11 +534,12 @@ Test(prof_unwind, a_repeated_stack_is_replayed_up_to_the_first_frame_that_differ
 }
 
 /* The same return addresses at the same places, but a frame whose CFA
- * comes from rbp sits elsewhere: va_outer's alloca grows by as much as
- * va_mid's shrinks, so every frame from va_mid down is where it was, and
- * only rbp tells that va_mid's caller's frame moved. The replay must see it
- * (the regions are zeroed: stale return addresses of the first walk would
- * be read back as if nothing had moved). */
+ * comes from rbp sits elsewhere: the outer va_frame's alloca grows by as
+ * much as the inner one's shrinks, so every frame from the inner one down
+ * is where it was, and only rbp tells that the inner one's caller's frame
+ * moved. The replay must see it (the regions are zeroed: stale return
+ * addresses of the first walk would be read back as if nothing had
+ * moved). */
 NOINLINE int va_inner(void *arg)
 {
     int r = uw_take(arg);
@@ -546,22 +547,12 @@ NOINLINE int va_inner(void *arg)
     return r;
 }
 
-NOINLINE int va_mid(size_t n, void *arg)
+NOINLINE int va_frame(int depth, size_t n, void *arg)
 {
     char *x = alloca(n);
     memset(x, 0, n);
     BARRIER(x);
-    int r = va_inner(arg);
-    KEEP(r);
-    return r;
-}
-
-NOINLINE int va_outer(size_t pad, void *arg)
-{
-    char *x = alloca(pad);
-    memset(x, 0, pad);
-    BARRIER(x);
-    int r = va_mid(4096 - pad, arg);
+    int r = depth == 0 ? va_inner(arg) : va_frame(depth - 1, 4096 - n, arg);
     KEEP(r);
     return r;
 }
@@ -579,7 +570,7 @@ FPFN void *va_thread(void *arg)
     va_job_cur = arg;
     for (va_walk = 0; va_walk < 2; va_walk++) {
         uint64_t before = stats_now().replayed;
-        va_outer(va_walk == 0 ? 64 : 1024, &va_job_cur->d[va_walk]);
+        va_frame(1, va_walk == 0 ? 64 : 1024, &va_job_cur->d[va_walk]);
         va_job_cur->replayed[va_walk] = stats_now().replayed - before;
     }
     return NULL;
@@ -591,7 +582,7 @@ Test(prof_unwind, a_replay_checks_rbp_where_a_frame_depends_on_it)
     in_thread(va_thread, j);
     uw_check(&j->d[0], "pad 64");
     uw_check(&j->d[1], "pad 1024");
-    cr_assert_lt(j->replayed[1], (uint64_t)j->d[1].nmine, "all %d frames replayed though va_mid's frame moved",
+    cr_assert_lt(j->replayed[1], (uint64_t)j->d[1].nmine, "all %d frames replayed though a frame moved",
                  j->d[1].nmine);
     free(j);
 }
