@@ -587,6 +587,41 @@ Test(prof_unwind, a_replay_checks_rbp_where_a_frame_depends_on_it)
     free(j);
 }
 
+/* A walk cut at its cap records no step past it. Walk 0 goes through a
+ * small alloca; walks 1 and 2 start lower, below a large one, and walk 1 is
+ * cut after three frames: the steps it leaves must not include walk 0's
+ * fourth, whose place was measured from walk 0's start, or walk 2 (same
+ * start, whole) would replay it and go astray. */
+NOINLINE int cap_plain(size_t n, void *arg)
+{
+    int r = va_frame(0, n, arg);
+    KEEP(r);
+    return r;
+}
+
+static va_job_t *cap_job;
+static int cap_walk;
+
+FPFN void *cap_thread(void *arg)
+{
+    cap_job = arg;
+    for (cap_walk = 0; cap_walk < 3; cap_walk++) { /* one call site */
+        uw_cap = cap_walk == 1 ? 3 : UW_MAX;
+        cap_plain(cap_walk == 0 ? 64 : 1024, &cap_job->d[cap_walk == 2]);
+    }
+    uw_cap = UW_MAX;
+    return NULL;
+}
+
+Test(prof_unwind, a_walk_cut_at_its_cap_leaves_no_step_past_it_to_replay)
+{
+    va_job_t *j = calloc(1, sizeof(*j));
+    in_thread(cap_thread, j);
+    uw_check(&j->d[0], "small alloca");
+    uw_check(&j->d[1], "large alloca, after a walk cut at 3 frames");
+    free(j);
+}
+
 Test(prof_unwind, frames_of_a_shared_library_with_and_without_frame_pointers)
 {
     libs_open();

@@ -122,13 +122,9 @@ prof_rec_t *prof_table_record(void *const *frames, unsigned depth, unsigned szin
     ma_mutex_t *lock = &st->lock;
     ma_mutex_lock(lock);
     prof_rec_t *r = *rbucket;
-    if (known != NULL) {
-        while (r != NULL && !(r->stack == known && r->szind == szind && r->lg_sample == lg_sample))
-            r = r->hnext;
-    } else {
-        while (r != NULL && !(r->szind == szind && r->lg_sample == lg_sample && stack_is(r->stack, h, frames, depth)))
-            r = r->hnext;
-    }
+    while (r != NULL && !(r->szind == szind && r->lg_sample == lg_sample &&
+                          (known != NULL ? r->stack == known : stack_is(r->stack, h, frames, depth))))
+        r = r->hnext;
     if (r != NULL)
         goto found;
     prof_stack_t **bucket = &buckets[h & (PROF_NBUCKETS - 1)];

@@ -980,14 +980,6 @@ static MA_NOINLINE pu_lookup_t pu_rule_miss(uintptr_t key, uint64_t gen)
     return (pu_lookup_t){pu_derive(key), gen};
 }
 
-/* The walk proper, from frame (ip, sp, bp), the (out - buf)-th, whose
- * frames before it are in buf. With memo, it records its steps there from
- * that frame on while their rules are permanent and it has room (memo->n
- * counts them; a walk given up leaves none). */
-struct pu_memo;
-static int pu_walk_from(void **buf, void **out, void **const end, uintptr_t ip, uintptr_t sp, uintptr_t bp,
-                        const uintptr_t hi, struct pu_memo *memo);
-
 /* ---------------------------------------------------------------------
  * The replay. A thread's samples come from a few call sites, and a site's
  * stack is mostly the same from one sample to the next: the same frames at
@@ -1050,12 +1042,16 @@ static void pu_memo_close(pu_memo_t *memo)
     }
 }
 
+/* The walk proper, from frame (ip, sp, bp), the (out - buf)-th, whose
+ * frames before it are in buf. With memo, it records its steps there from
+ * that frame on while their rules are permanent and it has room (memo->n
+ * counts them; a walk given up leaves none). */
 static int pu_walk_from(void **buf, void **out, void **const end, uintptr_t ip, uintptr_t sp, uintptr_t bp,
                         const uintptr_t hi, pu_memo_t *memo)
 {
     uint64_t gen = PU_GEN_LAZY;
-    /* The step this frame records into, or NULL once recording stopped. */
     const uintptr_t sp0 = memo != NULL ? memo->sp : 0;
+    /* The step this frame records into, or NULL once recording stopped. */
     pu_step_t *rec = memo != NULL && memo->n < PU_MEMO_MAX ? &memo->step[memo->n] : NULL;
     while (ip != 0 && out < end) {
         *out++ = (void *)ip;
@@ -1117,9 +1113,7 @@ static int pu_walk_from(void **buf, void **out, void **const end, uintptr_t ip, 
             }
         }
     }
-    if (memo != NULL)
-        pu_memo_close(memo);
-    return (int)(out - buf);
+    rec = NULL; /* the walk went on past its last step recorded */
 ended:
     if (rec != NULL)
         memo->n++; /* a step that ends the walk (cfa 0) */

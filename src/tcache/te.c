@@ -32,20 +32,18 @@ void te_sample_configure(bool on, unsigned lg_sample, uint64_t seed)
     ma_fetch_add(&te_sample_epoch, 1);
 }
 
-uint64_t te_prng_next(uint64_t *state) { return ma_splitmix_next(state); }
-
 uint64_t te_prng_seed(const void *thread_addr, uint64_t serial)
 {
     if (te_sample_seed != 0) {
         /* Reproducible: the seed and the thread's creation order only. */
         uint64_t s = te_sample_seed ^ (serial * 0x2545f4914f6cdd1dULL);
-        return te_prng_next(&s);
+        return ma_splitmix_next(&s);
     }
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     uint64_t s = (uint64_t)(uintptr_t)thread_addr ^ ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)ts.tv_nsec;
-    te_prng_next(&s);
-    return te_prng_next(&s);
+    ma_splitmix_next(&s);
+    return ma_splitmix_next(&s);
 }
 
 uint64_t te_sample_wait(uint64_t *prng, unsigned lg_sample)

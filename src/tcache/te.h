@@ -55,7 +55,6 @@ void te_sample_configure(bool on, unsigned lg_sample, uint64_t seed);
 uint64_t te_sample_wait(uint64_t *prng, unsigned lg_sample);
 /* Seed a thread's generator (from the thread and the clock, or the seed). */
 uint64_t te_prng_seed(const void *thread_addr, uint64_t serial);
-uint64_t te_prng_next(uint64_t *state);
 
 struct tsd;
 /* Initialise a new thread's events (its first sampling wait is drawn with
