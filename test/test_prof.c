@@ -1548,6 +1548,7 @@ Test(prof, a_kept_sampled_run_is_not_active_and_catches_a_double_free)
     size_t active0 = stats_now("stats.active");
     free(p);
     size_t active1 = stats_now("stats.active");
+    cr_assert_eq(malloc_usable_size(p), 0, "a kept run's old object answers usable size %zu", malloc_usable_size(p));
     cr_assert_geq(active0 - active1, PAGE_CEIL(3000), "stats.active fell by %zu when a %zu-byte sampled run was freed",
                   active0 - active1, (size_t)PAGE_CEIL(3000));
     in_thread(reuse_job, p);

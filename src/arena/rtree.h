@@ -14,7 +14,9 @@
  *   +------------+----------------------------------------+-------+
  *
  *   flags: RTREE_SLAB     the page belongs to a slab of small class szind
- *          RTREE_SAMPLED  the object on this page is a profiler sample
+ *          RTREE_SAMPLED  the object on this page is a profiler sample (or
+ *                         was, if its extent's `sampled` is false: a run
+ *                         kept in the profiler's run cache, prof.c)
  *          RTREE_STALE    the page once bounded an extent since merged into a
  *                         free one: a pointer here is a double free or bogus
  *

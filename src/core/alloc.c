@@ -147,7 +147,9 @@ rtree_elm_t ma_check_live(const void *p, rtree_elm_t elm, const char *func)
     extent_t *e = rtree_elm_extent(elm);
     if (e == NULL || (elm & RTREE_STALE))
         ma_fatal("%s(): double free or invalid pointer %p", func, p);
-    if (rtree_elm_szind(elm) == SC_NSIZES)
+    /* (A freed sampled object's run may wait in the profiler's run cache,
+     * still mapped as sampled: prof.c.) */
+    if (rtree_elm_szind(elm) == SC_NSIZES || ((elm & RTREE_SAMPLED) && !e->sampled))
         ma_fatal("%s(): double free of %p", func, p);
     if ((uintptr_t)p != e->addr)
         ma_fatal("%s(): invalid pointer %p (inside an allocation, not its start)", func, p);
@@ -435,7 +437,7 @@ MA_EXPORT size_t malloc_usable_size(void *p)
     rtree_elm_t elm = rtree_lookup((uintptr_t)p);
     extent_t *e = rtree_elm_extent(elm);
     unsigned ind = rtree_elm_szind(elm);
-    if (e == NULL || (elm & RTREE_STALE) || ind >= SC_NSIZES)
+    if (e == NULL || (elm & RTREE_STALE) || ind >= SC_NSIZES || ((elm & RTREE_SAMPLED) && !e->sampled))
         return 0; /* not ours, or freed: answer 0 rather than crash */
     if (elm & RTREE_SLAB)
         return slab_region_index(e, ind, p) < 0 ? 0 : sc_index2size(ind);
