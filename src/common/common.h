@@ -78,10 +78,15 @@ size_t ma_snprintf(char *buf, size_t size, const char *fmt, ...)
  * e^x - 1, and round-half-away-from-zero to an integer. */
 double ma_log(double x);
 /* log x for x positive, normal and finite, from a table (ma_math_boot fills
- * it, at initialisation): no division, for the sampler's draw per sample.
- * Error under 2^-51 * max(1, |log x|). */
+ * it): no division, for the sampler's draw per sample. Error under 2^-51 *
+ * max(1, |log x|). */
 double ma_log_fast(double x);
+/* Fills the tables of ma_log_fast and ma_exp_draw; once, any thread may
+ * call it (the others wait for the first). Only sampling needs them: it is
+ * called when sampling is switched on, not at startup, where its ~130,000
+ * instructions were a third of a small program's whole run. */
 void ma_math_boot(void);
+void ma_math_postfork_child(void);
 double ma_expm1(double x);
 long long ma_llround(double x);
 
@@ -100,7 +105,8 @@ MA_INLINE uint64_t ma_splitmix_next(uint64_t *state)
  * and returns it when it lies under the strip's part that is wholly under
  * the curve, 98.9% of draws: a table load, a compare and a multiply, where
  * -log(u) cost ~100 instructions. The rest (the strip's wedge, the tail
- * beyond r) is decided exactly, out of line. Tables from ma_math_boot. */
+ * beyond r) is decided exactly, out of line. Tables from ma_math_boot,
+ * which must have returned before the first draw. */
 typedef struct ma_exp_zig {
     uint64_t k[256]; /* a point j (53 bits) of strip i is under the curve if j < k[i] */
     double w[256];   /* its x: j * w[i] */

@@ -151,13 +151,32 @@ double ma_exp_draw_slow(uint64_t *state, uint64_t r)
     }
 }
 
+static int boot_state; /* 0: not filled, 1: being filled, 2: ready */
+
 void ma_math_boot(void)
 {
+    int expected = 0;
+    if (ma_load_acquire(&boot_state) == 2)
+        return;
+    if (!ma_cas(&boot_state, &expected, 1)) {
+        while (ma_load_acquire(&boot_state) != 2) /* another thread fills them: ~40 us */
+            __builtin_ia32_pause();
+        return;
+    }
     for (unsigned i = 0; i < LOG_TABLE_N; i++) {
         log_table[i].inv_c = 1.0 / log_table_c(i);
         log_table[i].log_c = ma_log(log_table_c(i));
     }
     zig_boot();
+    ma_store_release(&boot_state, 2);
+}
+
+/* A fork while another thread filled the tables: in the child nobody will
+ * finish, so the next call fills them again. */
+void ma_math_postfork_child(void)
+{
+    if (ma_load_relaxed(&boot_state) == 1)
+        ma_store_relaxed(&boot_state, 0);
 }
 
 double ma_log_fast(double x)

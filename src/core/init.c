@@ -64,6 +64,7 @@ static void ma_postfork_child(void)
     ma_mutex_postfork_child(&init_lock);
     tsd_postfork_child();
     ma_background_postfork_child();
+    ma_math_postfork_child();
 }
 
 bool ma_init_hard(void)
@@ -89,7 +90,6 @@ bool ma_init_hard(void)
      * clock, and prof_seed would not make the main thread's samples
      * reproducible. */
     te_sample_seed = opt_prof_seed;
-    ma_math_boot();
     ma_ncpus = count_cpus();
     /* Four arenas per CPU, as jemalloc: threads get arenas of their own up
      * to that many, and objects return to their own arena's slabs, so

@@ -26,6 +26,8 @@ void te_periodic_register(te_periodic_hook_t *hook)
 
 void te_sample_configure(bool on, unsigned lg_sample, uint64_t seed)
 {
+    if (on)
+        ma_math_boot(); /* the draws' tables, before te_sample_on publishes them */
     te_lg_sample = lg_sample;
     te_sample_seed = seed;
     ma_store_release(&te_sample_on, on);
@@ -73,7 +75,7 @@ static bool sample_current(const tsd_t *tsd)
 static uint64_t sample_wait(tsd_t *tsd)
 {
     tsd->te.sample_epoch = ma_load_acquire(&te_sample_epoch);
-    if (!ma_load_relaxed(&te_sample_on))
+    if (!ma_load_acquire(&te_sample_on)) /* acquire: the draws' tables (te_sample_configure) */
         return TE_NEVER;
     return te_sample_wait(&tsd->te.prng, te_lg_sample);
 }
