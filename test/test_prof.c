@@ -494,9 +494,14 @@ Test(prof, prof_active_starts_sampling_in_a_process_started_without_prof, .fini 
                  (unsigned long long)off.sampled);
     cr_assert_eq(off.nsamples_delta, 0);
 
+    /* The draws' tables are filled when sampling is first switched on, not
+     * at startup (a program that never samples does not pay for them). */
+    cr_assert_eq(ma_exp_zig.k[0], 0, "the sampler's tables were filled before sampling was switched on");
+
     /* On. */
     ctl_set_bool("prof.active", true);
     cr_assert(ctl_bool("prof.active"));
+    cr_assert_neq(ma_exp_zig.k[0], 0, "prof.active did not fill the sampler's tables");
     count_job_t on = {.site = act_site_2, .n = 20000, .size = 200};
     in_thread(count_job_run, &on);
     check_binomial("after prof.active", on.sampled, (double)on.n, p_sample((double)sc_s2u(200), 10));
