@@ -52,6 +52,9 @@ static void check_waits(unsigned lg, uint64_t seed)
     double *u = malloc(n * sizeof(double));
     uint64_t state = seed, vstate = seed ^ 0xdeadbeef;
     double sum = 0;
+    /* The draws' tables: te_sample_configure fills them when sampling is
+     * switched on; this test draws without switching it on. */
+    ma_math_boot();
     for (size_t i = 0; i < n; i++) {
         uint64_t w = te_sample_wait(&state, lg);
         cr_assert_geq(w, 1);
