@@ -795,24 +795,7 @@ size_t extent_purge_all(extent_pool_t *pool)
     return n;
 }
 
-/* Whether a set has decay work now: an epoch ended, or decay 0 with pages
- * (read without the lock: a stale answer only delays the work a tick).
- * A set empty now and at its last close has none: the epochs it skips are
- * aged in one step by the next advance, which then finds the same backlog
- * (zeros for the skipped epochs, what came since as the newest) as epoch
- * by epoch would have. A pool never used (the profiler's sampled pool) or
- * a set kept empty takes no lock and no backlog pass per tick. */
-static bool set_decay_due(const decay_t *d, const eset_t *s, uint64_t now_ns)
-{
-    ssize_t ms = ma_load_relaxed(&d->ms);
-    size_t npages = ma_load_relaxed(&s->npages);
-    if (ms == 0)
-        return npages > 0;
-    return ms > 0 && (npages > 0 || ma_load_relaxed(&d->npages_last) > 0) &&
-           now_ns >= ma_load_relaxed(&d->epoch_start_ns) + d->interval_ns;
-}
-
-static MA_NOINLINE size_t extent_decay_hard(extent_pool_t *pool, uint64_t now_ns, size_t max_pages)
+size_t extent_decay_hard(extent_pool_t *pool, uint64_t now_ns, size_t max_pages)
 {
     size_t purged = 0, limit;
     ma_mutex_lock(&pool->lock);
@@ -836,18 +819,6 @@ static MA_NOINLINE size_t extent_decay_hard(extent_pool_t *pool, uint64_t now_ns
     }
     ma_mutex_unlock(&pool->lock);
     return purged;
-}
-
-/* Ticks come every MiB a thread allocates, epochs every decay_ms/200: most
- * ticks have nothing to do, and need not take the lock, nor set up the
- * frame of the work (out of line: its register saves cost ~20 instructions
- * per tick, most of a tick's cost for the profiler's sampled pool). */
-size_t extent_decay(extent_pool_t *pool, uint64_t now_ns, size_t max_pages)
-{
-    if (!set_decay_due(&pool->decay_dirty, &pool->dirty, now_ns) &&
-        !set_decay_due(&pool->decay_muzzy, &pool->muzzy, now_ns))
-        return 0;
-    return extent_decay_hard(pool, now_ns, max_pages);
 }
 
 void extent_set_decay(extent_pool_t *pool, ssize_t dirty_ms, ssize_t muzzy_ms)
