@@ -105,13 +105,6 @@ static unsigned rec_bucket(uint64_t h, unsigned szind, unsigned lg_sample)
  * hashing them, and its records are then found by comparing pointers
  * (stacks are interned and never freed). */
 static __thread const prof_stack_t *last_stack __attribute__((tls_model("initial-exec")));
-/* And the records the thread last found, by size class (mod 16): with its
- * stack known, a sample of a class it sampled before finds its record here,
- * without the bucket's hash and chain (batch-mixed, 40 classes: 124 -> 115
- * instructions a sample here; 64 entries, 112). Records are immutable in what is compared (stack, szind,
- * lg_sample) and never freed, so a stale entry is merely a miss. */
-#define LAST_RECS 16
-static __thread prof_rec_t *last_recs[LAST_RECS] __attribute__((tls_model("initial-exec")));
 
 prof_rec_t *prof_table_record(void *const *frames, unsigned depth, unsigned szind, unsigned lg_sample,
                               extent_t *e, size_t small_bytes)
@@ -124,16 +117,11 @@ prof_rec_t *prof_table_record(void *const *frames, unsigned depth, unsigned szin
         known = NULL;
         h = stack_hash(frames, depth);
     }
+    prof_rec_t **rbucket = &rec_buckets[rec_bucket(h, szind, lg_sample)];
     prof_stripe_t *st = stripe_of(h);
     ma_mutex_t *lock = &st->lock;
-    prof_rec_t *r = last_recs[szind % LAST_RECS];
-    if (known != NULL && r != NULL && r->stack == known && r->szind == szind && r->lg_sample == lg_sample) {
-        ma_mutex_lock(lock);
-        goto found;
-    }
-    prof_rec_t **rbucket = &rec_buckets[rec_bucket(h, szind, lg_sample)];
     ma_mutex_lock(lock);
-    r = *rbucket;
+    prof_rec_t *r = *rbucket;
     while (r != NULL && !(r->szind == szind && r->lg_sample == lg_sample &&
                           (known != NULL ? r->stack == known : stack_is(r->stack, h, frames, depth))))
         r = r->hnext;
@@ -166,7 +154,6 @@ prof_rec_t *prof_table_record(void *const *frames, unsigned depth, unsigned szin
     *rbucket = r;
 found:
     last_stack = r->stack;
-    last_recs[szind % LAST_RECS] = r;
     peak_save(r);
     r->live++;
     r->accum++;
