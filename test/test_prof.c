@@ -1559,6 +1559,24 @@ Test(prof, a_kept_sampled_run_is_not_active_and_catches_a_double_free)
     in_thread(reuse_job, p);
 }
 
+/* free() of a pointer inside a sampled object (its own page run) is refused
+ * as for any object, not taken for the run's start. */
+static void free_inside(void *p) { free((unsigned char *)p + 16); }
+
+Test(prof, a_pointer_inside_a_sampled_object_is_refused)
+{
+    sample_everything(53);
+    unsigned char *p = NULL;
+    in_thread(alloc_3000, &p);
+    cr_assert(is_sampled(p));
+    char out[4096];
+    int st = tu_capture(free_inside, p, out, sizeof(out));
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "free(p + 16) of a sampled object not caught: status %#x\n%s",
+              st, out);
+    cr_assert_not_null(strstr(out, "inside an allocation"), "%s", out);
+    free(p);
+}
+
 /* =====================================================================
  * 4. VMAs: 100,000 live samples stay in a few VMAs.
  */

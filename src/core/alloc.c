@@ -229,11 +229,16 @@ static MA_NOINLINE void free_elm(void *p, rtree_elm_t elm)
 
 /* A sampled object's free, from free's slow path: straight to the profiler,
  * not through free_elm and dalloc_elm's tests and frames (batch-mixed with
- * prof:true, 851 -> 831 instructions a sample). Out of line, so that
- * ma_free_slow keeps no stack frame for a consumer's remote free. */
+ * prof:true, 851 -> 831 instructions a sample), nor a call to ma_check_live
+ * (827 -> 807). Out of line, so that ma_free_slow keeps no stack frame for a
+ * consumer's remote free. */
 static MA_NOINLINE void free_sampled(void *p, rtree_elm_t elm)
 {
-    prof_free_sampled(p, rtree_elm_extent(ma_check_live(p, elm, "free")));
+    extent_t *e = rtree_elm_extent(elm);
+    /* What ma_check_live would find wrong, tested in line; it reports. */
+    if (unlikely(e == NULL || (elm & RTREE_STALE) || !e->sampled || (uintptr_t)p != e->addr))
+        ma_check_live(p, elm, "free");
+    prof_free_sampled(p, e);
     tsd_fetch()->thread_deallocated += sc_index2size(rtree_elm_szind(elm));
 }
 
