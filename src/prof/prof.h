@@ -22,6 +22,7 @@
 #include <sys/types.h>
 
 #include "../arena/arena.h"
+#include "prof_unwind.h"
 
 #define PROF_BT_MAX_LIMIT 256
 #define PROF_PREFIX_MAX 1024
@@ -92,9 +93,28 @@ void *prof_alloc_sampled(arena_t *arena, size_t usize, size_t align, bool zero, 
 /* Free a sampled object (its page-map element says sampled). */
 void prof_free_sampled(void *p, extent_t *e);
 
+/* A walk that starts in prof_bt_walk_cut's own frame and cuts the
+ * allocator's frames (prof_bt.c), with the walker of kind. */
+unsigned prof_bt_walk_cut(void **frames, unsigned max, void *caller, unsigned kind);
+
 /* Backtrace of the current thread starting at from's frame; returns the
- * number of frames written (at most max). */
-unsigned prof_backtrace(void **frames, unsigned max, const prof_bt_start_t *from);
+ * number of frames written (at most max). In line: the common sample
+ * (prof_bt:gcc from the program's frame) goes straight to our unwinder, with
+ * no frame of a dispatcher between (batch-mixed: 807 -> 800 instructions a
+ * sample). */
+MA_INLINE unsigned prof_backtrace(void **frames, unsigned max, const prof_bt_start_t *from)
+{
+    if (max > PROF_BT_MAX_LIMIT)
+        max = PROF_BT_MAX_LIMIT;
+    unsigned kind = opt_prof_bt;
+    if (kind == PROF_BT_GCC && from->sp != 0) {
+        int n = prof_unwind_backtrace_from(frames, (int)max, (uintptr_t)from->ip, from->sp, from->bp);
+        if (n >= 0)
+            return (unsigned)n;
+        kind = PROF_BT_LIBGCC; /* it gave up on one of the program's frames: libgcc walks the stack */
+    }
+    return prof_bt_walk_cut(frames, max, from->ip, kind);
+}
 
 /* Dumps, in the current prof_format. filename NULL:
  * <prefix>.<pid>.<seq>.<kind>.<suffix> (suffix heap, pb.gz, folded or svg).

@@ -123,7 +123,7 @@ static MA_NOINLINE int bt_fp(void **buf, int max)
 /* A walk that starts in this function: the allocator's own frames are cut
  * below. Out of line: its buffer makes a large frame, which the common
  * sample (prof_bt:gcc from the program's frame) does not need. */
-static MA_NOINLINE unsigned bt_walk_cut(void **frames, unsigned max, void *caller, unsigned kind)
+MA_NOINLINE unsigned prof_bt_walk_cut(void **frames, unsigned max, void *caller, unsigned kind)
 {
     void *buf[PROF_BT_MAX_LIMIT + PROF_BT_SKIP_MAX];
     int cap = (int)max + PROF_BT_SKIP_MAX;
@@ -154,19 +154,6 @@ static MA_NOINLINE unsigned bt_walk_cut(void **frames, unsigned max, void *calle
     return depth;
 }
 
-unsigned prof_backtrace(void **frames, unsigned max, const prof_bt_start_t *from)
-{
-    if (max > PROF_BT_MAX_LIMIT)
-        max = PROF_BT_MAX_LIMIT;
-    unsigned kind = opt_prof_bt;
-    if (kind == PROF_BT_GCC && from->sp != 0) {
-        int n = prof_unwind_backtrace_from(frames, (int)max, (uintptr_t)from->ip, from->sp, from->bp);
-        if (n >= 0)
-            return (unsigned)n;
-        kind = PROF_BT_LIBGCC; /* it gave up on one of the program's frames: libgcc walks the stack */
-    }
-    return bt_walk_cut(frames, max, from->ip, kind);
-}
 
 static int find_own_text(struct dl_phdr_info *info, size_t size, void *arg)
 {
