@@ -154,7 +154,6 @@ MA_NOINLINE unsigned prof_bt_walk_cut(void **frames, unsigned max, void *caller,
     return depth;
 }
 
-
 static int find_own_text(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;

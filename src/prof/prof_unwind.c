@@ -1156,8 +1156,6 @@ static int pu_walk(void **buf, int cap, uintptr_t ip, uintptr_t sp, uintptr_t bp
                 break;
         }
         pu_nreplayed += (uint64_t)(out - buf);
-    } else {
-        st = m->step;
     }
     m->busy = true;
     m->n = (unsigned)(st - m->step); /* the steps replayed stay; the walk records the next ones */
