@@ -90,6 +90,15 @@ void ma_math_postfork_child(void);
 double ma_expm1(double x);
 long long ma_llround(double x);
 
+/* 2^k for -1022 <= k <= 1023, exactly: built from its exponent's bits. */
+MA_INLINE double ma_pow2(int k)
+{
+    uint64_t u = (uint64_t)(k + 1023) << 52;
+    double d;
+    __builtin_memcpy(&d, &u, sizeof(d));
+    return d;
+}
+
 /* splitmix64: one word of state, full period, passes BigCrush. */
 MA_INLINE uint64_t ma_splitmix_next(uint64_t *state)
 {

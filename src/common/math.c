@@ -32,12 +32,6 @@ static uint64_t double_to_bits(double d)
     return u;
 }
 
-/* 2^k for -1022 <= k <= 1023. */
-static double pow2(int k)
-{
-    return bits_to_double((uint64_t)(k + 1023) << 52);
-}
-
 double ma_log(double x)
 {
     if (!(x > 0))
@@ -220,7 +214,7 @@ double ma_expm1(double x)
     if (k == 0)
         return em1;
     /* 2^k (1 + em1) - 1, with 2^k exact; k is within [-58, 1023] here. */
-    double p = pow2(k);
+    double p = ma_pow2(k);
     return (p - 1.0) + p * em1;
 }
 

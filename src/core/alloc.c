@@ -135,6 +135,13 @@ rtree_elm_t ma_lookup_live(const void *p, const char *func)
     return ma_check_live(p, rtree_lookup((uintptr_t)p), func);
 }
 
+/* A sampled object's page run kept by the profiler's run cache after its
+ * free: still mapped as sampled, its extent no longer `sampled` (prof.c). */
+MA_INLINE bool elm_freed_sample(rtree_elm_t elm, const extent_t *e)
+{
+    return (elm & RTREE_SAMPLED) && !e->sampled;
+}
+
 rtree_elm_t ma_check_live(const void *p, rtree_elm_t elm, const char *func)
 {
     if (likely(elm & RTREE_SLAB)) {
@@ -147,9 +154,7 @@ rtree_elm_t ma_check_live(const void *p, rtree_elm_t elm, const char *func)
     extent_t *e = rtree_elm_extent(elm);
     if (e == NULL || (elm & RTREE_STALE))
         ma_fatal("%s(): double free or invalid pointer %p", func, p);
-    /* (A freed sampled object's run may wait in the profiler's run cache,
-     * still mapped as sampled: prof.c.) */
-    if (rtree_elm_szind(elm) == SC_NSIZES || ((elm & RTREE_SAMPLED) && !e->sampled))
+    if (rtree_elm_szind(elm) == SC_NSIZES || elm_freed_sample(elm, e))
         ma_fatal("%s(): double free of %p", func, p);
     if ((uintptr_t)p != e->addr)
         ma_fatal("%s(): invalid pointer %p (inside an allocation, not its start)", func, p);
@@ -456,7 +461,7 @@ MA_EXPORT size_t malloc_usable_size(void *p)
     rtree_elm_t elm = rtree_lookup((uintptr_t)p);
     extent_t *e = rtree_elm_extent(elm);
     unsigned ind = rtree_elm_szind(elm);
-    if (e == NULL || (elm & RTREE_STALE) || ind >= SC_NSIZES || ((elm & RTREE_SAMPLED) && !e->sampled))
+    if (e == NULL || (elm & RTREE_STALE) || ind >= SC_NSIZES || elm_freed_sample(elm, e))
         return 0; /* not ours, or freed: answer 0 rather than crash */
     if (elm & RTREE_SLAB)
         return slab_region_index(e, ind, p) < 0 ? 0 : sc_index2size(ind);

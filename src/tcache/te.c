@@ -53,11 +53,7 @@ uint64_t te_sample_wait(uint64_t *prng, unsigned lg_sample)
     /* W = E * R with E ~ Exp(1) is Exp(mean R); the sampled byte is the
      * floor(W)-th one ahead, so an allocation of Z bytes is sampled with
      * probability P(W < Z) = 1 - exp(-Z/R). */
-    union {
-        uint64_t bits;
-        double d;
-    } r = {(uint64_t)(1023 + lg_sample) << 52}; /* 2^lg_sample, exactly */
-    double w = ma_exp_draw(prng) * r.d;       /* >= 0, finite */
+    double w = ma_exp_draw(prng) * ma_pow2((int)lg_sample); /* >= 0, finite */
     if (!(w < 9.0e18))
         return (uint64_t)9e18;
     return (uint64_t)(int64_t)w + 1;
