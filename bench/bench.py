@@ -30,13 +30,16 @@ import time
 
 
 class Workload:
-    def __init__(self, name, threads, kind, argv, desc, unit_ops="ops"):
+    def __init__(self, name, threads, kind, argv, desc, unit_ops="ops", floor_env=None):
         self.name = name
         self.threads = str(threads)
         self.kind = kind
         self.argv = [str(a) for a in argv]
         self.desc = desc
         self.unit_ops = unit_ops
+        # Environment for a run under the null allocator (--floor), for
+        # the rows it can run: None elsewhere.
+        self.floor_env = floor_env
 
     @property
     def key(self):
@@ -50,7 +53,8 @@ def workloads(scale):
     w = []
     for size in (16, 64, 256, 4096):
         w.append(Workload(f"pair-{size}", 1, "st", ["pairs", size, n(20_000_000)],
-                          f"malloc+free pairs, {size} B", "pairs"))
+                          f"malloc+free pairs, {size} B", "pairs",
+                          floor_env={"NULLALLOC_SIZE": str(size)}))
     w.append(Workload("batch-64", 1, "st", ["batch", "fixed", 64, n(20_000)],
                       "1000 mallocs then 1000 frees, 64 B", "pairs"))
     w.append(Workload("batch-mixed", 1, "st", ["batch", "mixed", 0, n(12_000)],
@@ -158,15 +162,18 @@ def run_program(cmd, env_set, timeout, log_path, log_header, clear=("LD_PRELOAD"
     return res
 
 
-def run_one(binary_dir, wl, alloc, timeout, log_dir):
+def run_one(binary_dir, wl, alloc, timeout, log_dir, extra_env=None):
     """Run a workload once under one allocator. Returns a dict with either
     the parsed RESULT values or 'fail' (a short reason)."""
     name, lib = alloc
     argv = [os.path.join(binary_dir, wl.argv[0])] + wl.argv[1:]
     log = os.path.join(log_dir, f"{wl.name}-{wl.threads.replace('+', 'p')}-{name}.log")
+    env = dict(extra_env or {})
+    if lib:
+        env["LD_PRELOAD"] = lib
     return run_program(
-        argv, {"LD_PRELOAD": lib} if lib else {}, timeout, log,
-        f"command: {' '.join(argv)}\nLD_PRELOAD={lib}\n",
+        argv, env, timeout, log,
+        f"command: {' '.join(argv)}\n" + "".join(f"{k}={v}\n" for k, v in env.items()),
         reject=lambda err: "preload failed" if "cannot be preloaded" in err else None,
         check=lambda res, err: "ops=0" if res.get("ops", 0) <= 0 else None)
 
@@ -385,13 +392,52 @@ def paired_ratio(cells, names, wl):
     return f"{statistics.median(ratios):.2f} [{min(ratios):.2f}, {max(ratios):.2f}] ({who})"
 
 
+FLOOR = "no allocator"
+
+
+def render_floor(wls, results, names, floor_results):
+    """The pair rows against the null allocator: the harness's own time."""
+    lines = ["## The pair rows without an allocator", "",
+             f"\"{FLOOR}\": the same `pairs` runs, interleaved with the others, under "
+             "`bench/src/preload/nullalloc.c`, whose malloc returns one static block and whose "
+             "free does nothing: the loop, its calls through the PLT and its accesses to the "
+             "object, without any allocator work. No allocator called through the PLT can run "
+             "these rows faster. \"above the floor\": an allocator's median less the floor's, "
+             "the time its own work adds. See bench/README.md.", ""]
+    header = ["workload", f"{FLOOR}, CPU ns/pair", "myalloc", "best peer",
+              f"{FLOOR} / best peer", "same, paired by repetition",
+              "myalloc above the floor", "best peer above the floor", "myalloc / best peer, above the floor"]
+    rows = []
+    for w in wls:
+        fc = floor_results.get(w.key)
+        if fc is None:
+            continue
+        cells = results[w.key]
+        peers = [(cells[n].med_time_like(w), n) for n in names if n != "myalloc" and cells[n].ok()]
+        if not fc.ok() or not peers or not cells["myalloc"].ok():
+            rows.append([w.name, status_text(fc) or "-"] + ["-"] * (len(header) - 2))
+            continue
+        best, who = min(peers)
+        fl = fc.med_time_like(w)
+        my = cells["myalloc"].med_time_like(w)
+        ratios = paired_ratios(fc, cells[who], lambda r: metric(w, r)[1])
+        paired = (f"{statistics.median(ratios):.2f} [{min(ratios):.2f}, {max(ratios):.2f}]"
+                  if ratios else "-")
+        above = f"{(my - fl) / (best - fl):.2f}" if best > fl else "-"
+        rows.append([w.name, fmt_num(fl), fmt_num(my), f"{fmt_num(best)} ({who})",
+                     fmt_ratio(fl / best), paired, fmt_num(my - fl), fmt_num(best - fl), above])
+    lines.append(table(header, rows, ["l"] + ["r"] * (len(header) - 1)))
+    lines.append("")
+    return lines
+
+
 def rel(path, repo):
     """path relative to the repository when inside it."""
     p = os.path.relpath(path, repo)
     return path if p.startswith("..") else p
 
 
-def render(wls, results, names, meta):
+def render(wls, results, names, meta, floor_results):
     lines = []
     lines.append("# myalloc benchmarks")
     lines.append("")
@@ -444,6 +490,9 @@ def render(wls, results, names, meta):
                         [rfinal, f"{noise * 100:.0f}%" if noise < 10 else ">999%"])
         lines.append(table(header, rows, ["l", "l", "l"] + ["r"] * (len(header) - 3)))
         lines.append("")
+
+    if floor_results:
+        lines += render_floor(wls, results, names, floor_results)
 
     mt = [w for w in wls if w.kind == "mt"]
     if mt:
@@ -566,6 +615,8 @@ def main():
     ap.add_argument("--repo", required=True)
     ap.add_argument("--alloc", action="append", default=[], help="name=path ('' = no preload)")
     ap.add_argument("--skip", action="append", default=[], help="name=reason")
+    ap.add_argument("--floor", default="", help="the null allocator (bench/src/preload/nullalloc.c), "
+                    "run on the rows that can take it")
     ap.add_argument("--list", action="store_true", help="list the workloads and exit")
     args = ap.parse_args()
 
@@ -609,6 +660,14 @@ def main():
         else:
             runnable.append(a)
 
+    floor = (FLOOR, args.floor) if args.floor else None
+    if floor:
+        why = probe(args.bin, floor)
+        if why:
+            print(f"bench: the null allocator: {why}; no floor", file=sys.stderr)
+            floor = None
+    floor_results = {w.key: Cell() for w in wls if floor and w.floor_env}
+
     log_dir = os.path.join(args.out, "logs")
     if os.path.isdir(log_dir):
         for f in os.listdir(log_dir):
@@ -624,12 +683,16 @@ def main():
         order = runnable[k:] + runnable[:k]
         for w in wls:
             parts = []
-            for a in order:
-                cell = results[w.key][a[0]]
+            w_order = list(order)
+            if w.key in floor_results:
+                w_order.insert(rep % (len(w_order) + 1), floor)
+            for a in w_order:
+                cell = floor_results[w.key] if a is floor else results[w.key][a[0]]
                 if cell.fail:
                     parts.append(f"{a[0]}=skip")
                     continue
-                r = run_one(args.bin, w, a, timeout, log_dir)
+                r = run_one(args.bin, w, a, timeout, log_dir,
+                            w.floor_env if a is floor else None)
                 r["rep"] = rep
                 if "fail" in r:
                     cell.fail = r["fail"]
@@ -657,13 +720,15 @@ def main():
         "repo": args.repo,
         "bin_rel": os.path.relpath(args.bin, args.repo),
     }
-    md = render(wls, results, names, meta)
+    md = render(wls, results, names, meta, floor_results)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "latest.md"), "w") as f:
         f.write(md + "\n")
     raw = {"meta": meta, "workloads": {
         w.key: {"argv": w.argv, "kind": w.kind, "results": {
-            n: {"runs": c.runs, "fail": c.fail, "skip": c.skip} for n, c in results[w.key].items()
+            n: {"runs": c.runs, "fail": c.fail, "skip": c.skip}
+            for n, c in list(results[w.key].items()) +
+            ([(FLOOR, floor_results[w.key])] if w.key in floor_results else [])
         }} for w in wls}}
     with open(os.path.join(args.out, "latest.json"), "w") as f:
         json.dump(raw, f, indent=1)

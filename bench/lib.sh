@@ -2,7 +2,8 @@
 #
 # Sets REPO (the repository root, from this file's location), BUILD_DIR
 # (build/bench), and provides:
-#   bench_build            compile bench/src/*.c into $BUILD_DIR/bin (-O2)
+#   bench_build            compile bench/src/*.c into $BUILD_DIR/bin (-O2),
+#                          and the null allocator into $BUILD_DIR/lib
 #   bench_find_peers       fill PEER_PATH[name] / PEER_SKIP[name] for the
 #                          peers, installing missing ones with apt-get, and
 #                          drop them from the page cache (bench_drop_cache)
@@ -49,6 +50,14 @@ bench_build() {
         $CC $flags -o "$out/$name.tmp.$$" "$src" -ldl || { msg "failed to build $src"; return 1; }
         mv -f "$out/$name.tmp.$$" "$out/$name"
     done
+    # The null allocator of the pair rows' floor (bench.py --floor).
+    local null="$BUILD_DIR/lib/nullalloc.so" nsrc="$BENCH_DIR/src/preload/nullalloc.c"
+    mkdir -p "$BUILD_DIR/lib"
+    if ! [ "$null" -nt "$nsrc" ]; then
+        $CC -std=gnu11 -O2 -Wall -Wextra -shared -fPIC -o "$null.tmp.$$" "$nsrc" ||
+            { msg "failed to build $nsrc"; return 1; }
+        mv -f "$null.tmp.$$" "$null"
+    fi
 }
 
 # A library that can actually be preloaded (right architecture, loads).

@@ -17,7 +17,7 @@ bench_find_peers
 mapfile -t args < <(bench_alloc_args "$myalloc")
 rc=0
 "$PYTHON" "$BENCH_DIR/bench.py" --bin "$BUILD_DIR/bin" --out "$BENCH_DIR/results" \
-    --repo "$REPO" "${args[@]}" "$@" || rc=$?
+    --repo "$REPO" --floor "$BUILD_DIR/lib/nullalloc.so" "${args[@]}" "$@" || rc=$?
 # Then the profiler's cost (bench/prof.sh, also `make bench-prof`), with the
 # same BENCH_* settings; BENCH_PROF=0 leaves it out.
 if [ "${BENCH_PROF:-1}" != 0 ]; then
