@@ -859,8 +859,11 @@ int ctl_read_entry(const ctl_entry_t *e, const size_t *idx, unsigned nidx, ctl_v
 {
     ctl_req_t req;
     memset(&req, 0, sizeof(req));
-    memcpy(req.idx, idx, MA_MIN(nidx, CTL_MAX_DEPTH) * sizeof(size_t));
-    req.nidx = nidx;
+    /* No memcpy from idx when there is none: a null source is undefined
+     * even for 0 bytes (stats_print reads its scalars with idx NULL). */
+    req.nidx = MA_MIN(nidx, CTL_MAX_DEPTH);
+    if (req.nidx != 0)
+        memcpy(req.idx, idx, req.nidx * sizeof(size_t));
     req.read = true;
     req.extra = e->extra;
     memset(out, 0, sizeof(*out));
