@@ -50,8 +50,10 @@ void free_aligned_sized(void *ptr, size_t alignment, size_t size);
  * with tc >= 0, are not supported: such flags fail with EINVAL.) */
 #define MALLOCX_TCACHE(tc) ((int)(((tc) + 2) << 8))
 #define MALLOCX_TCACHE_NONE MALLOCX_TCACHE(-1)
-/* Allocate from arena a (bypasses the thread cache). */
-#define MALLOCX_ARENA(a) ((((int)(a)) + 1) << 20)
+/* Allocate from arena a (bypasses the thread cache). Shifted as unsigned:
+ * from arena 2047 on, a + 1 reaches int's sign bit, and shifting a signed
+ * int there is undefined (jemalloc's header does it; UBSan reports it). */
+#define MALLOCX_ARENA(a) ((int)(((unsigned)(a) + 1u) << 20))
 
 /* mallctl index meaning "all arenas" / "destroyed arenas" in arena.<i>.* */
 #define MALLCTL_ARENAS_ALL 4096
