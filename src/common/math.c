@@ -35,7 +35,7 @@ static uint64_t double_to_bits(double d)
 double ma_log(double x)
 {
     if (!(x > 0))
-        return x == 0 ? -1.0 / 0.0 : 0.0 / 0.0;
+        return x == 0 ? -__builtin_inf() : __builtin_nan(""); /* not 1/0 nor 0/0: UBSan flags those */
     uint64_t u = double_to_bits(x);
     int e = (int)((u >> 52) & 0x7ff);
     if (e == 0x7ff)
@@ -208,7 +208,7 @@ double ma_expm1(double x)
     if (x < -40.0)
         return -1.0; /* e^x < 2^-57: below half an ulp of 1 */
     if (x > 709.0)
-        return 1.0 / 0.0;
+        return __builtin_inf();
     int k;
     double em1 = exp_reduced(x, &k); /* e^x = 2^k (1 + em1) */
     if (k == 0)
