@@ -10,6 +10,7 @@
 #   make bench-prof      the heap profiler's cost: overhead, cost per sample, memory per sample
 #   make bench-footprint memory kept (RSS) against the same peers: fragmentation, load peaks, threads
 #   make fuzz            libFuzzer targets for the option and mallctl-name parsers
+#   make check-ubsan     the unit tests on a library built with UndefinedBehaviorSanitizer
 #
 # Compile-time configuration (each combination builds in its own directory):
 #   make LG_PAGE=16 LG_QUANTUM=4 LG_NGROUP=2
@@ -21,6 +22,16 @@ LG_NGROUP  ?= 2
 CC      ?= cc
 OPT     ?= -O2
 CONFIG  := p$(LG_PAGE)-q$(LG_QUANTUM)-g$(LG_NGROUP)
+# SANITIZE=undefined: the library, the tests and the tools built with
+# UndefinedBehaviorSanitizer, in a directory of their own; any report aborts
+# the process (make check-ubsan).
+SANITIZE ?=
+ifeq ($(SANITIZE),undefined)
+CONFIG   := $(CONFIG)-ubsan
+SANFLAGS := -fsanitize=undefined -fno-sanitize-recover=undefined
+else ifneq ($(SANITIZE),)
+$(error SANITIZE=$(SANITIZE): only SANITIZE=undefined is supported)
+endif
 BUILD   := build/$(CONFIG)
 LIBDIR  := lib
 
@@ -36,7 +47,7 @@ LIBFLAGS  := $(OPT) -fPIC -fvisibility=hidden -ftls-model=initial-exec \
              -fno-omit-frame-pointer -momit-leaf-frame-pointer \
              -fno-semantic-interposition -fno-plt \
              -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free \
-             -I$(BUILD) -Iinclude
+             -I$(BUILD) -Iinclude $(SANFLAGS)
 LDLIBS    := -pthread         # the library: libc and pthreads only (no libm, see src/common/math.c)
 PROGLIBS  := -lm -pthread     # test and tool programs
 
@@ -51,7 +62,7 @@ SRC := $(filter-out $(COLD_SRC),$(SRC)) $(COLD_SRC)
 OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRC))
 DEP := $(OBJ:.o=.d)
 
-.PHONY: all lib test unit unit-config config-lib criterion check-real run bench bench-instr fuzz clean install
+.PHONY: all lib test unit unit-config config-lib criterion check-real check-ubsan run bench bench-instr fuzz clean install
 all: lib
 
 lib: $(LIBDIR)/libmyalloc.so $(LIBDIR)/libmyalloc.a
@@ -69,7 +80,7 @@ $(BUILD)/obj/%.o: src/%.c $(BUILD)/sc_tables.h Makefile
 	$(CC) $(BASEFLAGS) $(LIBFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
 
 $(BUILD)/libmyalloc.so: $(OBJ)
-	$(CC) -shared -o $@ $(OBJ) $(LDFLAGS) $(LDLIBS) -Wl,-soname,libmyalloc.so -Wl,-z,now
+	$(CC) -shared -o $@ $(OBJ) $(SANFLAGS) $(LDFLAGS) $(LDLIBS) -Wl,-soname,libmyalloc.so -Wl,-z,now
 
 $(BUILD)/libmyalloc.a: $(OBJ)
 	rm -f $@
@@ -95,7 +106,7 @@ FORCE:
 
 TEST_SRC   := $(wildcard test/test_*.c)
 TEST_BIN   := $(patsubst test/%.c,$(BUILD)/test/%,$(TEST_SRC))
-TEST_CFLAGS := $(BASEFLAGS) -O1 -I$(BUILD) -Iinclude -Isrc -fno-builtin \
+TEST_CFLAGS := $(BASEFLAGS) $(SANFLAGS) -O1 -I$(BUILD) -Iinclude -Isrc -fno-builtin \
                -Wno-use-after-free -Wno-alloc-size-larger-than -Wno-free-nonheap-object
 HELPER_SRC := $(wildcard test/helpers/*.c)
 HELPER_BIN := $(patsubst test/helpers/%.c,$(BUILD)/helpers/%,$(HELPER_SRC))
@@ -119,7 +130,7 @@ config-lib: $(BUILD)/libmyalloc.so $(BUILD)/libmyalloc.a
 
 # The tests of one configuration.
 unit-config: criterion config-lib $(TEST_BIN) $(HELPER_BIN)
-	@tools/run-tests.sh $(BUILD) $(TEST_BIN)
+	@MYALLOC_TEST_SANITIZE=$(SANITIZE) tools/run-tests.sh $(BUILD) $(TEST_BIN)
 
 # A second configuration (64 KiB pages, 32-byte quantum, 8 classes per
 # doubling) runs the whole unit suite too; a 2 KiB-page build must refuse
@@ -131,7 +142,14 @@ unit: criterion lib
 	@echo "== again with $(ALT_CONFIG)"
 	@$(MAKE) --no-print-directory $(ALT_CONFIG) unit-config
 
-test: unit check-real check-redis
+# The unit tests once more, the library built with UBSan: undefined
+# behaviour anywhere they reach aborts, and the test fails. The plain
+# 2 KiB-page build is the one test_config expects to refuse to start.
+check-ubsan: criterion
+	@$(MAKE) --no-print-directory LG_PAGE=11 config-lib >/dev/null
+	@$(MAKE) --no-print-directory SANITIZE=undefined unit-config
+
+test: unit check-ubsan check-real check-redis
 
 check-real: lib
 	@tools/check-real.sh
@@ -164,7 +182,7 @@ run: lib
 # src/prof/prof_symbol.c, linked from the static library like the rest).
 
 $(BUILD)/myalloc-prof: tools/myalloc-prof.c $(BUILD)/libmyalloc.a
-	$(CC) $(BASEFLAGS) -O2 -I$(BUILD) -Iinclude -Isrc -o $@ $< $(BUILD)/libmyalloc.a $(PROGLIBS)
+	$(CC) $(BASEFLAGS) $(SANFLAGS) -O2 -I$(BUILD) -Iinclude -Isrc -o $@ $< $(BUILD)/libmyalloc.a $(PROGLIBS)
 
 build/myalloc-prof: $(BUILD)/myalloc-prof
 	cp $< $@

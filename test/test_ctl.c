@@ -1453,9 +1453,10 @@ static unsigned run_doc_examples(const char *doc, const char *tmpdir)
         if (c) {
             char lib[PATH_MAX];
             cr_assert_not_null(realpath(tu_build_dir(), lib));
+            /* A sanitized libmyalloc.a needs the sanitizer's runtime. */
             snprintf(cmd, sizeof(cmd),
-                     "cc -Wall -Wextra -Werror -o %s/ex%u %s -Iinclude %s/libmyalloc.a -lm -pthread && %s/ex%u",
-                     tmpdir, n, path, lib, tmpdir, n);
+                     "cc -Wall -Wextra -Werror -o %s/ex%u %s -Iinclude %s/libmyalloc.a -lm -pthread %s && %s/ex%u",
+                     tmpdir, n, path, lib, tu_sanitizer() != NULL ? "-fsanitize=undefined" : "", tmpdir, n);
         } else {
             snprintf(cmd, sizeof(cmd), "sh -e %s", path);
         }

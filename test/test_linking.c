@@ -189,6 +189,8 @@ Test(linking, dynamic_link_with_lmyalloc, .timeout = 60, .fini = remove_tmpdir)
 
 Test(linking, static_link_against_libmyalloc_a, .timeout = 120, .fini = remove_tmpdir)
 {
+    if (tu_sanitizer() != NULL)
+        cr_skip_test("a sanitized libmyalloc.a links only with the sanitizer's runtime, not statically");
     char dir[PATH_MAX], src[PATH_MAX], bin[PATH_MAX + 32], ctl[PATH_MAX + 32], cmd[4 * PATH_MAX];
     static char out[OUTLEN];
     abs_build_dir(dir);
@@ -264,6 +266,8 @@ Test(linking, the_library_uses_no_libc_system_call_wrapper, .timeout = 60)
  * arrays, the small variables kept 9 pages of .bss resident (12 in all). */
 Test(linking, a_program_that_does_not_profile_keeps_few_static_pages, .timeout = 60)
 {
+    if (tu_sanitizer() != NULL)
+        cr_skip_test("the sanitizer's runtime has static data of its own");
     char so[PATH_MAX], bin[PATH_MAX], env[PATH_MAX + 32];
     static char out[OUTLEN];
     build_path(so, "libmyalloc.so");
@@ -285,6 +289,8 @@ Test(linking, a_program_that_does_not_profile_keeps_few_static_pages, .timeout =
  * the allocation paths never maps the profiler's pages. */
 Test(linking, the_allocation_paths_come_first_and_the_profiler_after_them, .timeout = 60)
 {
+    if (tu_sanitizer() != NULL)
+        cr_skip_test("instrumented code is larger: the layout is the optimised build's");
     char so[PATH_MAX], cmd[PATH_MAX + 64];
     static char out[1 << 20];
     build_path(so, "libmyalloc.so");

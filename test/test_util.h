@@ -29,6 +29,14 @@ static inline const char *tu_build_dir(void)
     return b != NULL ? b : "build/p12-q4-g2";
 }
 
+/* The sanitizer the library and the tests were built with (make
+ * check-ubsan sets MYALLOC_TEST_SANITIZE), or NULL. */
+static inline const char *tu_sanitizer(void)
+{
+    const char *s = getenv("MYALLOC_TEST_SANITIZE");
+    return s != NULL && *s != '\0' ? s : NULL;
+}
+
 /* Whether the allocator purges a batch of page ranges in one system call
  * here: the kernel takes process_madvise(MADV_DONTNEED) on the calling
  * process (PIDFD_SELF_THREAD_GROUP; asked directly, not through the

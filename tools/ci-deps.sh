@@ -5,7 +5,8 @@
 # coreutils, diffutils, mawk; and what tools/check-redis.sh (make
 # check-redis) needs: redis-server and redis-tools (redis-cli,
 # redis-benchmark); and what test_prof_formats (make unit) reads profiles
-# with: go (golang-go: go tool pprof), xmllint (libxml2-utils), gzip.
+# with: go (golang-go: go tool pprof), xmllint (libxml2-utils), gzip; and
+# what make check-ubsan links: gcc's UBSan runtime (libubsan1).
 # Only what is missing is installed, with
 # apt-get, non-interactively and quietly. Meant for CI (.ci/run); check-real
 # itself never installs anything, it reports what is missing as SKIP.
@@ -76,6 +77,13 @@ have objdump || missing="$missing binutils"
 # shellcheck disable=SC2086
 install $missing
 
+# make check-ubsan: gcc's UBSan runtime (libubsan1, which gcc's own
+# libgcc-N-dev depends on: normally there with gcc).
+ubsan_links() {
+    printf 'int main(void){return 0;}\n' | gcc -fsanitize=undefined -x c -o /dev/null - 2>/dev/null
+}
+ubsan_links || install libubsan1
+
 # Debian's python3 keeps only test.support in libpython3.X-stdlib; the test
 # modules (test_json, ...) are in libpython3.X-testsuite.
 pyver=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
@@ -87,6 +95,7 @@ fi
 for t in sqlite3 git gcc g++ make awk sort timeout redis-server redis-cli redis-benchmark go xmllint gzip; do
     have "$t" || { echo "ci-deps: $t is still missing" >&2; exit 1; }
 done
+ubsan_links || { echo "ci-deps: gcc -fsanitize=undefined still does not link" >&2; exit 1; }
 if ! /usr/bin/python3 -c 'import test.support, test.libregrtest, test.test_json' 2>/dev/null; then
     echo "ci-deps: /usr/bin/python3's test suite is still missing" >&2
     exit 1
