@@ -76,6 +76,51 @@ static void load_dict(const char *path, dict_t *d)
     cr_assert_gt(d->n, 10, "%s has too few entries", path);
 }
 
+static bool dict_has(const dict_t *d, const char *tok, size_t len)
+{
+    for (unsigned i = 0; i < d->n; i++)
+        if (d->len[i] == len && memcmp(d->tok[i], tok, len) == 0)
+            return true;
+    return false;
+}
+
+/* The dictionaries hold every name the parsers know, so that the fuzzers
+ * build valid inputs out of them instead of having to hit each name by
+ * chance: every option with its colon and the values of those that take
+ * a word, every word of every mallctl name.
+ * A name added to a table and not to the dictionary fails here. */
+Test(fuzz_corpus, conf_dict_names_every_option)
+{
+    static dict_t d;
+    load_dict("fuzz/conf.dict", &d);
+    for (unsigned i = 0; i < conf_noptions; i++) {
+        char tok[64];
+        snprintf(tok, sizeof(tok), "%s:", conf_options[i].name);
+        cr_expect(dict_has(&d, tok, strlen(tok)), "fuzz/conf.dict lacks \"%s\"", tok);
+        for (const char *const *c = conf_options[i].choices; c != NULL && *c != NULL; c++)
+            cr_expect(dict_has(&d, *c, strlen(*c)), "fuzz/conf.dict lacks \"%s\" (a value of %s)", *c,
+                      conf_options[i].name);
+    }
+}
+
+static void expect_words_in_dict(const ctl_entry_t *e, void *arg)
+{
+    const dict_t *d = arg;
+    for (const char *s = e->name; *s != '\0';) {
+        size_t n = strcspn(s, ".");
+        if (!(n == 3 && memcmp(s, "<i>", 3) == 0))
+            cr_expect(dict_has(d, s, n), "fuzz/ctl.dict lacks \"%.*s\" (of %s)", (int)n, s, e->name);
+        s += n + (s[n] == '.');
+    }
+}
+
+Test(fuzz_corpus, ctl_dict_holds_every_word_of_the_names)
+{
+    static dict_t d;
+    load_dict("fuzz/ctl.dict", &d);
+    ctl_walk("", expect_words_in_dict, &d);
+}
+
 /* An input of dictionary tokens, digits, separators and random bytes. */
 static size_t gen_input(uint64_t *seed, const dict_t *d, uint8_t *out, size_t cap, bool mode_byte)
 {
