@@ -136,8 +136,10 @@ unit-config: criterion config-lib $(TEST_BIN) $(HELPER_BIN)
 # doubling) runs the whole unit suite too; a 2 KiB-page build must refuse
 # to start on this 4 KiB-page machine (test_config checks the message).
 ALT_CONFIG := LG_PAGE=16 LG_QUANTUM=5 LG_NGROUP=3
-unit: criterion lib
+.PHONY: p11-lib
+p11-lib:
 	@$(MAKE) --no-print-directory LG_PAGE=11 config-lib >/dev/null
+unit: criterion lib p11-lib
 	@$(MAKE) --no-print-directory unit-config
 	@echo "== again with $(ALT_CONFIG)"
 	@$(MAKE) --no-print-directory $(ALT_CONFIG) unit-config
@@ -145,8 +147,7 @@ unit: criterion lib
 # The unit tests once more, the library built with UBSan: undefined
 # behaviour anywhere they reach aborts, and the test fails. The plain
 # 2 KiB-page build is the one test_config expects to refuse to start.
-check-ubsan: criterion
-	@$(MAKE) --no-print-directory LG_PAGE=11 config-lib >/dev/null
+check-ubsan: criterion p11-lib
 	@$(MAKE) --no-print-directory SANITIZE=undefined unit-config
 
 test: unit check-ubsan check-real check-redis

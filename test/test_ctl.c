@@ -1451,12 +1451,13 @@ static unsigned run_doc_examples(const char *doc, const char *tmpdir)
         fwrite(body, 1, (size_t)(end - body) + 1, f);
         fclose(f);
         if (c) {
-            char lib[PATH_MAX];
+            char lib[PATH_MAX], san[64] = "";
             cr_assert_not_null(realpath(tu_build_dir(), lib));
-            /* A sanitized libmyalloc.a needs the sanitizer's runtime. */
+            if (tu_sanitizer() != NULL) /* a sanitized libmyalloc.a needs the sanitizer's runtime */
+                snprintf(san, sizeof(san), "-fsanitize=%s", tu_sanitizer());
             snprintf(cmd, sizeof(cmd),
                      "cc -Wall -Wextra -Werror -o %s/ex%u %s -Iinclude %s/libmyalloc.a -lm -pthread %s && %s/ex%u",
-                     tmpdir, n, path, lib, tu_sanitizer() != NULL ? "-fsanitize=undefined" : "", tmpdir, n);
+                     tmpdir, n, path, lib, san, tmpdir, n);
         } else {
             snprintf(cmd, sizeof(cmd), "sh -e %s", path);
         }

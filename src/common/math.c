@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "mutex.h"
 
 #define LN2_HI 6.93147180369123816490e-01 /* ln 2, high bits: k * LN2_HI is exact */
 #define LN2_LO 1.90821492927058770002e-10 /* ln 2 - LN2_HI */
@@ -154,7 +155,7 @@ void ma_math_boot(void)
         return;
     if (!ma_cas(&boot_state, &expected, 1)) {
         while (ma_load_acquire(&boot_state) != 2) /* another thread fills them: ~40 us */
-            __builtin_ia32_pause();
+            ma_cpu_pause();
         return;
     }
     for (unsigned i = 0; i < LOG_TABLE_N; i++) {
