@@ -40,10 +40,19 @@
  * verified before each free. The timed region is the whole workload up to
  * and including the final frees (the idle wait excluded).
  *
+ * The floor: at the workload's peak (the end of each fill of frag, the top
+ * of server's day, threads' pool before and after the waves) the harness
+ * adds up what the live objects take in the allocator's size classes
+ * (obj_floor), outside the timed region. No allocator with the same
+ * classes could have less resident at that moment.
+ *
  * RESULT ... base_kb mid_kb mid_live final_kb final_live peak_live freed_kb idle_kb
- * (kb: KiB of RSS; live: bytes)
+ *            floor_kb floor_live floor_harness_kb
+ * (kb: KiB of RSS; live: bytes; floor_harness_kb: the harness's own
+ * resident tables at the floor's walk)
  */
 #include <fcntl.h>
+#include <malloc.h>
 
 #include "bench.h"
 
@@ -125,8 +134,8 @@ static long rss_kb(void)
 }
 
 typedef struct {
-    long base_kb, mid_kb, final_kb, freed_kb, idle_kb;
-    size_t mid_live, final_live, peak_live;
+    long base_kb, mid_kb, final_kb, freed_kb, idle_kb, floor_harness_kb;
+    size_t mid_live, final_live, peak_live, floor_bytes, floor_live;
     double ops;
 } fp_t;
 
@@ -136,6 +145,76 @@ typedef struct {
     void *p;
     size_t size;
 } obj_t;
+
+/* ---- the size-class floor ---------------------------------------------- */
+
+/* What object o takes in its allocator: its usable size, or its request in
+ * whole pages when that is less (the pages past the request of a large
+ * object are never written, so never resident). */
+static size_t obj_floor(const obj_t *o)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    size_t usable = malloc_usable_size(o->p), pages = (o->size + pg - 1) / pg * pg;
+    return usable < pages ? usable : pages;
+}
+
+/* A walk over the live objects. Its CPU and wall time (floor_paused_*) are
+ * taken out of the timed region (floor_unpause): it is the harness's work. */
+typedef struct {
+    bstamp_t at;
+    size_t bytes, live;
+} floor_walk_t;
+
+static long long floor_paused_user_us, floor_paused_sys_us, floor_paused_wall_ns;
+
+static long long tv_us(struct timeval tv) { return (long long)tv.tv_sec * 1000000 + tv.tv_usec; }
+
+static struct timeval tv_plus_us(struct timeval tv, long long us)
+{
+    us += tv_us(tv);
+    return (struct timeval){.tv_sec = (time_t)(us / 1000000), .tv_usec = (suseconds_t)(us % 1000000)};
+}
+
+static void floor_begin(floor_walk_t *w)
+{
+    w->bytes = w->live = 0;
+    bstamp(&w->at);
+}
+
+static void floor_add(floor_walk_t *w, const obj_t *o, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        w->bytes += obj_floor(&o[i]);
+        w->live += o[i].size;
+    }
+}
+
+/* The walk is over: the largest floor so far is kept, with its live bytes
+ * and the harness's resident tables at that moment. */
+static void floor_end(floor_walk_t *w, fp_t *r)
+{
+    if (w->bytes > r->floor_bytes) {
+        r->floor_bytes = w->bytes;
+        r->floor_live = w->live;
+        r->floor_harness_kb = harness_kb();
+    }
+    bstamp_t now;
+    bstamp(&now);
+    floor_paused_user_us += tv_us(now.ru.ru_utime) - tv_us(w->at.ru.ru_utime);
+    floor_paused_sys_us += tv_us(now.ru.ru_stime) - tv_us(w->at.ru.ru_stime);
+    floor_paused_wall_ns += (long long)(now.wall.tv_sec - w->at.wall.tv_sec) * 1000000000 +
+                            (now.wall.tv_nsec - w->at.wall.tv_nsec);
+}
+
+/* t0 moved later by the walks' time: t1 - t0 is then the workload's alone. */
+static void floor_unpause(bstamp_t *t0)
+{
+    t0->ru.ru_utime = tv_plus_us(t0->ru.ru_utime, floor_paused_user_us);
+    t0->ru.ru_stime = tv_plus_us(t0->ru.ru_stime, floor_paused_sys_us);
+    long long ns = (long long)t0->wall.tv_sec * 1000000000 + t0->wall.tv_nsec + floor_paused_wall_ns;
+    t0->wall.tv_sec = (time_t)(ns / 1000000000);
+    t0->wall.tv_nsec = (long)(ns % 1000000000);
+}
 
 static uint64_t serial;
 static uint64_t alloc_xor, free_xor;
@@ -250,6 +329,10 @@ static void run_frag(fp_t *r, size_t total, long cycles)
         }
         if (live > r->peak_live)
             r->peak_live = live;
+        floor_walk_t w;
+        floor_begin(&w);
+        floor_add(&w, o, n);
+        floor_end(&w, r);
     }
     r->final_kb = rss_kb();
     r->final_live = live;
@@ -336,7 +419,7 @@ static void run_server(fp_t *r, size_t peak, long steps, long duration_ms)
         ss[i].objs = slots + i * SESSION_MAX;
     size_t nlive = 0;
     uint64_t rng = 0xfeed;
-    bool mid_done = false;
+    bool mid_done = false, top_done = false;
     for (long t = 0; t < steps; t++) {
         if (t % 64 == 0) { /* keep to the schedule */
             uint64_t due = start + (uint64_t)((double)duration * (double)t / (double)steps), now = now_ns();
@@ -377,6 +460,14 @@ static void run_server(fp_t *r, size_t peak, long steps, long duration_ms)
         }
         if (server_live > r->peak_live)
             r->peak_live = server_live;
+        if (!top_done && (double)(t + 1) / (double)steps >= 0.35) { /* server_target's top */
+            floor_walk_t w;
+            floor_begin(&w);
+            for (size_t i = 0; i < nlive; i++)
+                floor_add(&w, ss[i].objs, ss[i].n);
+            floor_end(&w, r);
+            top_done = true;
+        }
         if (!mid_done && (double)t / (double)steps >= 0.60) {
             r->mid_kb = rss_kb();
             r->mid_live = server_live;
@@ -449,6 +540,10 @@ static void run_threads(fp_t *r, size_t live_target, long nthreads)
         r->ops++;
     }
     r->peak_live = live;
+    floor_walk_t w;
+    floor_begin(&w);
+    floor_add(&w, pool, n);
+    floor_end(&w, r);
     size_t per = n / WAVE;
     for (long started = 0; started < nthreads; started += WAVE) {
         pthread_t t[WAVE];
@@ -465,6 +560,9 @@ static void run_threads(fp_t *r, size_t live_target, long nthreads)
         if (live > r->peak_live)
             r->peak_live = live;
     }
+    floor_begin(&w);
+    floor_add(&w, pool, n);
+    floor_end(&w, r);
     r->final_kb = rss_kb();
     r->final_live = live;
     /* Free 90% of the pool at random (main thread: all remote frees). */
@@ -501,14 +599,15 @@ int main(int argc, char **argv)
     else
         bench_usage(usage);
     bstamp(&t1);
+    floor_unpause(&t0);
     check_xor();
     idle_phase(&r, idle_ms);
     char extra[512];
     snprintf(extra, sizeof(extra),
              "base_kb=%ld mid_kb=%ld mid_live=%zu final_kb=%ld final_live=%zu peak_live=%zu freed_kb=%ld "
-             "idle_kb=%ld idle_ms=%ld",
+             "idle_kb=%ld idle_ms=%ld floor_kb=%zu floor_live=%zu floor_harness_kb=%ld",
              r.base_kb, r.mid_kb, r.mid_live, r.final_kb, r.final_live, r.peak_live, r.freed_kb, r.idle_kb,
-             idle_ms);
+             idle_ms, r.floor_bytes >> 10, r.floor_live, r.floor_harness_kb);
     bench_report(r.ops, &t0, &t1, extra);
     return 0;
 }
