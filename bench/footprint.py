@@ -99,7 +99,7 @@ class Cell:
         return statistics.median(vals) if vals else None
 
     def spread(self, f):
-        vals = [f(r) for r in self.runs]
+        vals = [v for v in (f(r) for r in self.runs) if v is not None]
         if len(vals) < 2:
             return 0.0
         m = statistics.median(vals)
