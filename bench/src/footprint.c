@@ -151,9 +151,8 @@ typedef struct {
 /* What object o takes in its allocator: its usable size, or its request in
  * whole pages when that is less (the pages past the request of a large
  * object are never written, so never resident). */
-static size_t obj_floor(const obj_t *o)
+static size_t obj_floor(const obj_t *o, size_t pg)
 {
-    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
     size_t usable = malloc_usable_size(o->p), pages = (o->size + pg - 1) / pg * pg;
     return usable < pages ? usable : pages;
 }
@@ -162,7 +161,7 @@ static size_t obj_floor(const obj_t *o)
  * taken out of the timed region (floor_unpause): it is the harness's work. */
 typedef struct {
     bstamp_t at;
-    size_t bytes, live;
+    size_t bytes, live, page;
 } floor_walk_t;
 
 static long long floor_paused_user_us, floor_paused_sys_us, floor_paused_wall_ns;
@@ -178,13 +177,14 @@ static struct timeval tv_plus_us(struct timeval tv, long long us)
 static void floor_begin(floor_walk_t *w)
 {
     w->bytes = w->live = 0;
+    w->page = (size_t)sysconf(_SC_PAGESIZE);
     bstamp(&w->at);
 }
 
 static void floor_add(floor_walk_t *w, const obj_t *o, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        w->bytes += obj_floor(&o[i]);
+        w->bytes += obj_floor(&o[i], w->page);
         w->live += o[i].size;
     }
 }
@@ -204,6 +204,15 @@ static void floor_end(floor_walk_t *w, fp_t *r)
     floor_paused_sys_us += tv_us(now.ru.ru_stime) - tv_us(w->at.ru.ru_stime);
     floor_paused_wall_ns += (long long)(now.wall.tv_sec - w->at.wall.tv_sec) * 1000000000 +
                             (now.wall.tv_nsec - w->at.wall.tv_nsec);
+}
+
+/* A walk over one array of live objects. */
+static void floor_walk(fp_t *r, const obj_t *o, size_t n)
+{
+    floor_walk_t w;
+    floor_begin(&w);
+    floor_add(&w, o, n);
+    floor_end(&w, r);
 }
 
 /* t0 moved later by the walks' time: t1 - t0 is then the workload's alone. */
@@ -329,10 +338,7 @@ static void run_frag(fp_t *r, size_t total, long cycles)
         }
         if (live > r->peak_live)
             r->peak_live = live;
-        floor_walk_t w;
-        floor_begin(&w);
-        floor_add(&w, o, n);
-        floor_end(&w, r);
+        floor_walk(r, o, n);
     }
     r->final_kb = rss_kb();
     r->final_live = live;
@@ -388,14 +394,17 @@ static void session_close(session_t *s)
     s->bytes = 0;
 }
 
-/* The target live bytes at step t of steps (see the header). */
+/* The target live bytes at step t of steps (see the header). It peaks at
+ * the fraction SERVER_TOP of the steps, where the floor is walked. */
+#define SERVER_TOP 0.35
+
 static double server_target(long t, long steps, double peak)
 {
     double x = (double)t / (double)steps;
-    if (x < 0.35)
-        return peak * x / 0.35;
+    if (x < SERVER_TOP)
+        return peak * x / SERVER_TOP;
     if (x < 0.60)
-        return peak * (1.0 - 0.9 * (x - 0.35) / 0.25);
+        return peak * (1.0 - 0.9 * (x - SERVER_TOP) / 0.25);
     if (x < 0.80)
         return peak * (0.1 + 0.5 * (x - 0.60) / 0.20);
     return peak * 0.6;
@@ -460,7 +469,7 @@ static void run_server(fp_t *r, size_t peak, long steps, long duration_ms)
         }
         if (server_live > r->peak_live)
             r->peak_live = server_live;
-        if (!top_done && (double)(t + 1) / (double)steps >= 0.35) { /* server_target's top */
+        if (!top_done && (double)(t + 1) / (double)steps >= SERVER_TOP) {
             floor_walk_t w;
             floor_begin(&w);
             for (size_t i = 0; i < nlive; i++)
@@ -540,10 +549,7 @@ static void run_threads(fp_t *r, size_t live_target, long nthreads)
         r->ops++;
     }
     r->peak_live = live;
-    floor_walk_t w;
-    floor_begin(&w);
-    floor_add(&w, pool, n);
-    floor_end(&w, r);
+    floor_walk(r, pool, n);
     size_t per = n / WAVE;
     for (long started = 0; started < nthreads; started += WAVE) {
         pthread_t t[WAVE];
@@ -560,9 +566,7 @@ static void run_threads(fp_t *r, size_t live_target, long nthreads)
         if (live > r->peak_live)
             r->peak_live = live;
     }
-    floor_begin(&w);
-    floor_add(&w, pool, n);
-    floor_end(&w, r);
+    floor_walk(r, pool, n);
     r->final_kb = rss_kb();
     r->final_live = live;
     /* Free 90% of the pool at random (main thread: all remote frees). */
