@@ -380,25 +380,30 @@ def main():
             units.append([c])
         elif c is pair[0]:
             units.append(pair)
+    def run_rep(w, alloc, rep, keep, shown):
+        """One run of w under alloc, repetition rep, kept in the Cell keep; a
+        failure fails alloc's column. Returns what the progress line shows."""
+        col, lib, conf = alloc
+        r = run_one(args.bin, w, lib, conf, timeout, log_dir, col.replace(" ", "-"))
+        r["rep"] = rep
+        if "fail" in r:
+            results[w.key][col].fail, results[w.key][col].fail_res = r["fail"], r
+            return f"{col}=FAIL({r['fail']})"
+        keep.runs.append(r)
+        return f"{col}={shown(r)}"
+
     for rep in range(reps):
         k = rep % max(1, len(units))
         order = [c for u in units[k:] + units[:k] for c in (u if rep % 2 == 0 else u[::-1])]
         for w in wls:
             parts = []
-            for col, lib, conf in order:
-                cell = results[w.key][col]
+            for a in order:
+                cell = results[w.key][a[0]]
                 if cell.fail:
-                    parts.append(f"{col}=skip")
+                    parts.append(f"{a[0]}=skip")
                     continue
-                r = run_one(args.bin, w, lib, conf, timeout, log_dir, col.replace(" ", "-"))
-                r["rep"] = rep
-                if "fail" in r:
-                    cell.fail = r["fail"]
-                    cell.fail_res = r
-                    parts.append(f"{col}=FAIL({r['fail']})")
-                else:
-                    cell.runs.append(r)
-                    parts.append(f"{col}={r['final_kb'] / MIB:.0f}/{r['idle_kb'] / MIB:.0f}MiB")
+                parts.append(run_rep(w, a, rep, cell,
+                                     lambda r: f"{r['final_kb'] / MIB:.0f}/{r['idle_kb'] / MIB:.0f}MiB"))
             print(f"[{rep + 1}/{reps} {time.monotonic() - t_start:5.0f}s] {w.key:8} final/idle RSS "
                   f"{' '.join(parts)}", file=sys.stderr, flush=True)
     cpu_extra = {w.key: {c[0]: Cell() for c in pair} for w in wls} if len(pair) == 2 else {}
@@ -406,16 +411,8 @@ def main():
         for w in wls:
             if any(results[w.key][c[0]].fail for c in pair):
                 continue
-            parts = []
-            for col, lib, conf in (pair if i % 2 == 0 else pair[::-1]):
-                r = run_one(args.bin, w, lib, conf, timeout, log_dir, col.replace(" ", "-"))
-                r["rep"] = reps + i
-                if "fail" in r:
-                    results[w.key][col].fail, results[w.key][col].fail_res = r["fail"], r
-                    parts.append(f"{col}=FAIL({r['fail']})")
-                else:
-                    cpu_extra[w.key][col].runs.append(r)
-                    parts.append(f"{col}={cpu(r):.3f}s")
+            parts = [run_rep(w, a, reps + i, cpu_extra[w.key][a[0]], lambda r: f"{cpu(r):.3f}s")
+                     for a in (pair if i % 2 == 0 else pair[::-1])]
             print(f"[pair {i + 1}/{cpu_pairs} {time.monotonic() - t_start:5.0f}s] {w.key:8} CPU "
                   f"{' '.join(parts)}", file=sys.stderr, flush=True)
 
