@@ -391,6 +391,47 @@ Test(extent, aligned_allocation_leaves_the_lead_free)
     check_pool(&pool);
 }
 
+/* A run of large alignment, freed, is dirty in the middle of its chunk's
+ * retained space, which it splits into pieces smaller than size + align:
+ * the next request of that alignment must find the freed run itself, not
+ * map a chunk each time (a loop of aligned_alloc(1 << 40) and free once ran
+ * out of address space). */
+Test(extent, a_freed_run_of_large_alignment_is_found_again)
+{
+    bool zeroed;
+    const size_t align = (size_t)1 << 30, size = 3 * PAGE;
+    extent_t *e = extent_alloc(&pool, size, align, sc_size2index(size), false, &zeroed);
+    cr_assert_not_null(e);
+    const uintptr_t addr = e->addr;
+    extent_dalloc(&pool, e);
+    const size_t mapped = pool.stats.mapped;
+    for (int i = 0; i < 20; i++) {
+        e = extent_alloc(&pool, size, align, sc_size2index(size), false, &zeroed);
+        cr_assert_not_null(e);
+        cr_assert_eq(e->addr, addr, "round %d: %#lx, not the freed run %#lx", i, (unsigned long)e->addr,
+                     (unsigned long)addr);
+        extent_dalloc(&pool, e);
+        check_pool(&pool);
+    }
+    cr_assert_eq(pool.stats.mapped, mapped, "mapped %zu bytes more", pool.stats.mapped - mapped);
+    /* A freed run that is too small or not aligned enough is not taken. */
+    e = extent_alloc(&pool, size, align, sc_size2index(size), false, &zeroed);
+    extent_t *bigger = extent_alloc(&pool, 4 * PAGE, align, sc_size2index(4 * PAGE), false, &zeroed);
+    extent_dalloc(&pool, e);
+    extent_t *wider = extent_alloc(&pool, size, 2 * align, sc_size2index(size), false, &zeroed);
+    extent_t *longer = extent_alloc(&pool, 5 * PAGE, align, sc_size2index(5 * PAGE), false, &zeroed);
+    cr_assert(wider != NULL && longer != NULL);
+    cr_assert_eq(wider->addr % (2 * align), 0);
+    cr_assert_eq(longer->addr % align, 0);
+    cr_assert_neq(longer->addr, addr, "a 5-page run cut from the freed 3-page one");
+    extent_t *es[] = {bigger, wider, longer};
+    check_disjoint(es, 3);
+    extent_dalloc(&pool, bigger);
+    extent_dalloc(&pool, wider);
+    extent_dalloc(&pool, longer);
+    check_pool(&pool);
+}
+
 Test(extent, shrink_and_expand_in_place)
 {
     const size_t P8 = pages_class(8), P4 = pages_class(4);

@@ -183,6 +183,37 @@ static extent_t *eset_first_fit(eset_t *s, size_t esize)
     return best;
 }
 
+/* An extent of s to cut an align-aligned run of size bytes from: the
+ * lowest-addressed of at least esize = size + align - PAGE bytes (every one
+ * fits), or the lowest of the smaller ones that happens to fit, a heap's
+ * lowest only. Without the smaller ones a freed run of large alignment was
+ * never found again: dirty, it splits its chunk's retained space into
+ * pieces under esize, so the next request mapped a new chunk, and a loop of
+ * aligned_alloc(1 << 40, 100) and free ran out of address space in about
+ * 180 rounds. */
+static bool extent_fits_aligned(const extent_t *e, size_t size, size_t align)
+{
+    uintptr_t start = MA_ALIGN_UP(e->addr, align);
+    return start >= e->addr && start - e->addr <= e->size - size;
+}
+
+static extent_t *eset_fit(eset_t *s, size_t size, size_t align, size_t esize)
+{
+    extent_t *best = eset_first_fit(s, esize);
+    if (align <= PAGE || s->nextents == 0 || size > SC_LARGE_MAXCLASS)
+        return best;
+    unsigned lo = sc_size2index(size);
+    unsigned hi = esize > SC_LARGE_MAXCLASS ? SC_NSIZES : sc_size2index(esize);
+    for (unsigned ind = lo; ind < hi; ind++) {
+        if (!(s->nonempty[ind / 64] & ((uint64_t)1 << (ind % 64))))
+            continue;
+        extent_t *e = s->heaps[ind].root;
+        if ((best == NULL || e->addr < best->addr) && extent_fits_aligned(e, size, align))
+            best = e;
+    }
+    return best;
+}
+
 static eset_t *pool_set(extent_pool_t *pool, enum extent_state state)
 {
     return state == EXTENT_DIRTY ? &pool->dirty : state == EXTENT_MUZZY ? &pool->muzzy : &pool->retained;
@@ -403,8 +434,8 @@ static void pool_active_grow(extent_pool_t *pool, size_t npages)
 }
 
 /* Under pool's lock: take e out of set and cut it to [start, start + size)
- * with start the first align-aligned address in it (esize = size + align -
- * PAGE fits); the lead and trail stay in set. NULL (e back in set) when no
+ * with start the first align-aligned address in it (e is one eset_fit
+ * chose); the lead and trail stay in set. NULL (e back in set) when no
  * record could be had for a cut. The result counts as pool's active. */
 static extent_t *pool_take_locked(extent_pool_t *pool, eset_t *set, extent_t *e, size_t size, size_t align)
 {
@@ -479,7 +510,7 @@ static extent_t *pool_take_shared(extent_pool_t *taker, size_t size, size_t alig
             continue;
         if (!ma_mutex_trylock(&p->lock))
             continue;
-        extent_t *e = eset_first_fit(&p->dirty, esize);
+        extent_t *e = eset_fit(&p->dirty, size, align, esize);
         if (e != NULL && (e = pool_take_locked(p, &p->dirty, e, size, align)) != NULL)
             register_active(e, taker, szind, slab);
         ma_mutex_unlock(&p->lock);
@@ -503,7 +534,7 @@ extent_t *extent_alloc(extent_pool_t *pool, size_t size, size_t align, unsigned 
     eset_t *order[2] = {&pool->dirty, &pool->muzzy};
     for (int i = 0; i < 2 && e == NULL; i++) {
         set = order[i];
-        e = eset_first_fit(set, esize);
+        e = eset_fit(set, size, align, esize);
     }
     if (e == NULL && pool->shared && (e = pool_take_shared(pool, size, align, esize, szind, slab)) != NULL) {
         ma_mutex_unlock(&pool->lock);
@@ -512,7 +543,7 @@ extent_t *extent_alloc(extent_pool_t *pool, size_t size, size_t align, unsigned 
     }
     if (e == NULL) {
         set = &pool->retained;
-        e = eset_first_fit(set, esize);
+        e = eset_fit(set, size, align, esize);
     }
     if (e == NULL && pool_grow(pool, esize))
         e = eset_first_fit(set, esize);
