@@ -47,7 +47,8 @@ void free_aligned_sized(void *ptr, size_t alignment, size_t size);
                                               : ffs((int)(((size_t)(a)) >> 32)) + 31))
 #define MALLOCX_ZERO ((int)0x40)
 /* Bypass the thread cache. (jemalloc's explicit caches, MALLOCX_TCACHE(tc)
- * with tc >= 0, are not supported: such flags fail with EINVAL.) */
+ * with tc >= 0, are not supported: mallocx and rallocx given such flags
+ * return NULL with errno EINVAL, nallocx returns 0.) */
 #define MALLOCX_TCACHE(tc) ((int)(((tc) + 2) << 8))
 #define MALLOCX_TCACHE_NONE MALLOCX_TCACHE(-1)
 /* Allocate from arena a (bypasses the thread cache). Shifted as unsigned:

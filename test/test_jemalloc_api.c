@@ -251,10 +251,14 @@ Test(jemalloc_api, mallocx_impossible_requests)
         cr_assert_eq(nallocx(huge[i], MALLOCX_LG_ALIGN(12)), 0);
     }
     /* Alignment 2^63 cannot be satisfied. */
+    errno = 0;
     cr_assert_null(mallocx(1, MALLOCX_LG_ALIGN(63)));
+    cr_assert_eq(errno, ENOMEM);
     cr_assert_eq(nallocx(1, MALLOCX_LG_ALIGN(63)), 0);
     /* Explicit thread caches (MALLOCX_TCACHE(tc), tc >= 0) do not exist. */
+    errno = 0;
     cr_assert_null(mallocx(10, MALLOCX_TCACHE(0)));
+    cr_assert_eq(errno, EINVAL);
     cr_assert_eq(nallocx(10, MALLOCX_TCACHE(0)), 0);
 }
 
@@ -437,7 +441,9 @@ Test(jemalloc_api, rallocx_failure_leaves_the_object)
             cr_assert_eq(p[k], 0x3c);
     }
     /* Unsupported flags and impossible alignments. */
+    errno = 0;
     cr_assert_null(rallocx(p, 10, MALLOCX_TCACHE(0)));
+    cr_assert_eq(errno, EINVAL);
     cr_assert_null(rallocx(p, 10, MALLOCX_LG_ALIGN(63)));
     /* A nonexistent arena when the object must move. */
     cr_assert_null(rallocx(p, 100000, MALLOCX_ARENA(narenas() + 5)));

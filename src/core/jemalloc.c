@@ -41,15 +41,19 @@ MA_EXPORT void *mallocx(size_t size, int flags)
             return p;
         return ma_alloc_slow(size, 0, 0, MA_CALLER());
     }
-    if (unlikely(!flags_supported(flags) || flags_align(flags) > ((size_t)1 << 62)))
+    if (unlikely(!flags_supported(flags))) {
+        errno = EINVAL;
         return NULL;
+    }
     return ma_alloc_slow(size, flags_align(flags), flags, MA_CALLER());
 }
 
 MA_EXPORT void *rallocx(void *p, size_t size, int flags)
 {
-    if (unlikely(!flags_supported(flags)))
+    if (unlikely(!flags_supported(flags))) {
+        errno = EINVAL;
         return NULL;
+    }
     int saved = errno;
     void *q = ma_ralloc(p, size, flags_align(flags), flags, false, MA_CALLER());
     errno = saved;
