@@ -340,6 +340,19 @@ Test(api, libc_aliases_and_glibc_extras)
     memset(big, 1, 64 << 20);
     free(big);
     cr_assert_eq(malloc_trim(0), 1, "malloc_trim releases the freed pages");
+    /* A huge block freed and trimmed is purged address space: not counted
+     * as the arena's memory or as free memory any more. */
+    void *huge = malloc((size_t)1 << 36);
+    cr_assert_not_null(huge);
+    mi = mallinfo2();
+    cr_assert_geq(mi.uordblks, (size_t)1 << 36);
+    cr_assert_geq(mi.arena, mi.uordblks);
+    cr_assert_eq(mi.hblks + mi.hblkhd, 0, "large objects are counted in uordblks, not as mmapped blocks");
+    free(huge);
+    malloc_trim(0);
+    mi = mallinfo2();
+    cr_assert_lt(mi.arena, (size_t)1 << 32, "arena %zu bytes after freeing and trimming 64 GiB", mi.arena);
+    cr_assert_eq(mi.fordblks, mi.arena - mi.uordblks);
     cr_assert_eq(malloc_info(1, stdout), -1);
     cr_assert_eq(errno, EINVAL);
 }

@@ -19,12 +19,17 @@ MA_EXPORT struct mallinfo2 mallinfo2(void)
         return mi;
     stats_totals_t t;
     stats_totals(&t);
-    mi.arena = t.mapped;                  /* bytes obtained from the system */
+    /* The address space holding memory: retained space is purged, and a
+     * freed 64 TiB block would otherwise count as 64 TiB for good. */
+    size_t held = t.mapped - t.retained;
+    mi.arena = held;
     mi.ordblks = 0;
-    mi.hblks = t.nlarge;                  /* large objects (own page runs) */
+    /* Large objects are page runs of the arenas, not mmapped blocks of
+     * their own: they are in uordblks, and hblks / hblkhd stay 0. */
+    mi.hblks = 0;
     mi.hblkhd = 0;
     mi.uordblks = t.allocated;            /* bytes in use */
-    mi.fordblks = t.mapped > t.allocated ? t.mapped - t.allocated : 0;
+    mi.fordblks = held > t.allocated ? held - t.allocated : 0;
     mi.keepcost = t.dirty;                /* what malloc_trim could release now */
     return mi;
 }
