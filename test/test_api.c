@@ -289,6 +289,24 @@ Test(api, allocation_above_4gib_works)
     free(q);
 }
 
+/* Reserving 16 TiB (untouched: MAP_NORESERVE memory) costs little RSS:
+ * the page-map leaves for the chunk (one per GiB) are address space until
+ * used, and their records share pages (base.c). They once cost a page and
+ * a page-table page each: 66 MiB for this block. */
+Test(api, a_huge_reservation_costs_little_memory)
+{
+    const size_t n = (size_t)1 << 44;
+    size_t before = tu_rss_bytes();
+    char *p = malloc(n);
+    if (p == NULL)
+        cr_skip_test("no 16 TiB of address space here (overcommit policy)");
+    size_t after = tu_rss_bytes();
+    p[0] = 1;
+    p[n - 1] = 2;
+    free(p);
+    cr_assert_lt(after - before, (size_t)8 << 20, "malloc(16 TiB) took %zu KiB of RSS", (after - before) >> 10);
+}
+
 Test(api, usable_size_matches_class_and_is_writable)
 {
     for (size_t n = 0; n < 70000; n += (n < 1024 ? 1 : 97)) {
