@@ -7,7 +7,6 @@
  */
 #include <inttypes.h>
 #include <limits.h>
-#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -1005,45 +1004,6 @@ Test(ctl, stats_allocated_counts_what_the_program_holds)
     snprintf(name, sizeof(name), "stats.arenas.%d.large.allocated", ALL);
     size_t large = read_size(name);
     cr_assert_leq(small + large, read_size("stats.allocated"));
-}
-
-/* Objects another thread freed sit on their slabs' remote lists or bits
- * until a fill of their arena collects them; `epoch` collects them too, so
- * the numbers read after it no longer count them (they did, 1.1 MB of
- * them here). The freeing thread's exit may leave the C library's own
- * small records (its thread-stack cache's): hence the page of slack. */
-static void *free_all_held(void *arg)
-{
-    held_t *h = arg;
-    for (int i = 0; h[i].p != NULL; i++)
-        free(h[i].p);
-    return NULL;
-}
-
-Test(ctl, stats_allocated_does_not_count_what_other_threads_freed)
-{
-    flush_tcache();
-    new_epoch();
-    size_t base = read_size("stats.allocated");
-    /* 16 B: slabs with remote lists; 100 and 1000 B: remote bits. */
-    static held_t held[3 * 2000 + 1];
-    const size_t sizes[] = {16, 100, 1000};
-    size_t want = 0;
-    for (int i = 0; i < 3 * 2000; i++) {
-        held[i].p = malloc(sizes[i % 3]);
-        cr_assert_not_null(held[i].p);
-        want += malloc_usable_size(held[i].p);
-    }
-    flush_tcache();
-    new_epoch();
-    cr_assert_eq(read_size("stats.allocated") - base, want);
-    pthread_t t;
-    cr_assert_eq(pthread_create(&t, NULL, free_all_held, held), 0);
-    pthread_join(t, NULL);
-    flush_tcache();
-    new_epoch();
-    size_t now = read_size("stats.allocated");
-    cr_assert_leq(now, base + 4096, "%zu bytes still counted after another thread freed %zu", now - base, want);
 }
 
 Test(ctl, stats_relations)

@@ -1018,21 +1018,6 @@ size_t arena_purge(arena_t *a)
     return n + extent_purge_all(&a->pool);
 }
 
-void arena_collect_remote_all(void)
-{
-    for (unsigned i = 0; i < ARENAS_MAX; i++) {
-        arena_t *a = ma_load_acquire(&arenas[i]);
-        for (unsigned b = 0; a != NULL && b < SC_NBINS; b++) {
-            bin_t *bin = &a->bins[b];
-            if (ma_load_relaxed(&bin->remote_slabs) == NULL)
-                continue;
-            ma_mutex_lock(&bin->lock);
-            bin_collect_remote_locked(bin, b);
-            ma_mutex_unlock(&bin->lock);
-        }
-    }
-}
-
 size_t arena_purge_all(void)
 {
     /* Every arena's empty slabs first: a slab may have come from another

@@ -214,10 +214,6 @@ MA_INLINE void arena_dalloc_remote(extent_t *slab, unsigned binind, void *ptr, u
 void arena_bin_count_requests(arena_t *a, unsigned binind, uint64_t n);
 
 size_t arena_purge(arena_t *a);
-/* What other threads freed and no fill has collected yet, into every
- * arena's slabs: until then the statistics count those objects as live
- * (`epoch` calls this, so that what is read after it is exact). */
-void arena_collect_remote_all(void);
 /* Every arena's (what arena.<all>.purge and malloc_trim do). */
 size_t arena_purge_all(void);
 /* A decay tick (extent_decay, at most max_pages), which also collects

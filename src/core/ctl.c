@@ -37,9 +37,6 @@ static int h_epoch(ctl_req_t *r, ctl_val_t *out)
         tsd_t *tsd = tsd_fetch();
         if (tsd_nominal(tsd))
             tcache_merge_stats(tsd);
-        /* Objects freed by other threads than their arena's, still on
-         * their slabs' remote lists, are freed in the numbers too. */
-        arena_collect_remote_all();
         ma_fetch_add(&ctl_epoch, 1);
     }
     out->u64 = ma_load_relaxed(&ctl_epoch);
