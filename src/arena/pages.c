@@ -85,24 +85,6 @@ bool pages_purge_lazy(void *addr, size_t size)
 int pages_batch_state;
 bool pages_opt_batch = true;
 
-/* Up to cap bytes of a /proc file, read with raw system calls (no errno,
- * no allocation); the length read, or -1 when it cannot be opened. */
-static long pages_read_proc(const char *path, void *buf, size_t cap)
-{
-    long fd = ma_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
-    if (ma_sys_failed(fd))
-        return -1;
-    size_t len = 0;
-    while (len < cap) {
-        long n = ma_syscall(SYS_read, fd, (char *)buf + len, cap - len);
-        if (ma_sys_failed(n) || n == 0)
-            break;
-        len += (size_t)n;
-    }
-    ma_syscall(SYS_close, fd);
-    return (long)len;
-}
-
 /* Whether a seccomp filter is installed (the Seccomp line of
  * /proc/self/status is not 0), or that cannot be read. A sandbox that
  * allows madvise may kill the process on a system call it does not know
@@ -112,7 +94,7 @@ static long pages_read_proc(const char *path, void *buf, size_t cap)
 static bool pages_seccomp_filtered(void)
 {
     char buf[4096];
-    long len = pages_read_proc("/proc/self/status", buf, sizeof(buf) - 1);
+    long len = ma_sys_read_proc("/proc/self/status", buf, sizeof(buf) - 1);
     if (len < 0)
         return true;
     buf[len] = '\0';
@@ -174,7 +156,7 @@ void pages_huge(void *addr, size_t size)
 static size_t pages_auxv_page_size(void)
 {
     unsigned long buf[512]; /* (type, value) pairs of the native word; a few dozen in practice */
-    long len = pages_read_proc("/proc/self/auxv", buf, sizeof(buf));
+    long len = ma_sys_read_proc("/proc/self/auxv", buf, sizeof(buf));
     for (size_t i = 0; len > 0 && i + 1 < (size_t)len / sizeof(buf[0]); i += 2)
         if (buf[i] == AT_PAGESZ)
             return buf[i + 1];

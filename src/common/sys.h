@@ -20,6 +20,7 @@
 #define MYALLOC_SYS_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -56,5 +57,23 @@ static inline long ma_syscall6(long n, long a, long b, long c, long d, long e, l
 
 /* A result of -4095..-1 is an error (-errno), anything else a value. */
 static inline int ma_sys_failed(long ret) { return (unsigned long)ret > -4096UL; }
+
+/* Up to cap bytes of a /proc file, read with raw system calls (no errno,
+ * no allocation); the length read, or -1 when it cannot be opened. */
+static inline long ma_sys_read_proc(const char *path, void *buf, size_t cap)
+{
+    long fd = ma_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+    if (ma_sys_failed(fd))
+        return -1;
+    size_t len = 0;
+    while (len < cap) {
+        long n = ma_syscall(SYS_read, fd, (char *)buf + len, cap - len);
+        if (ma_sys_failed(n) || n == 0)
+            break;
+        len += (size_t)n;
+    }
+    ma_syscall(SYS_close, fd);
+    return (long)len;
+}
 
 #endif
