@@ -2013,6 +2013,24 @@ Test(decay, background_thread_purges_while_idle)
     cr_assert_eq(kv(out, "dropped_ms"), -1, "without the background thread, idle memory was purged\n%s", out);
 }
 
+/* background_thread:true does not keep a process alive: when main calls
+ * pthread_exit, the process ends with its last thread, and the background
+ * thread must end then too (it once waited for ever, as jemalloc's does),
+ * but not before: while another thread lives, it stays. A hang is killed
+ * by timeout(1) and fails the test. */
+Test(decay, background_thread_ends_with_the_last_thread, .timeout = 60)
+{
+    char out[4096], lib[PATH_MAX + 32], bin[PATH_MAX + 32], cmd[3 * PATH_MAX];
+    abs_build("libmyalloc.so", lib, sizeof(lib));
+    abs_build("helpers/decay_probe", bin, sizeof(bin));
+    snprintf(cmd, sizeof(cmd), "timeout 20 env MYALLOC_CONF=background_thread:true LD_PRELOAD='%s' '%s' main_exits", lib,
+             bin);
+    int rc = tu_run(cmd, out, sizeof(out));
+    cr_assert_eq(rc, 0, "%s: exit %d (124: it did not end)\n%s", cmd, rc, out);
+    cr_assert_eq(kv(out, "main_gone"), 1, "main did not exit\n%s", out);
+    cr_assert_eq(kv(out, "running"), 1, "the background thread ended while a thread was left\n%s", out);
+}
+
 /* The dirty cap: a program that frees (nearly) all of its heap and goes
  * idle gets the memory back with default options (no background thread):
  * a pool keeps at most max(twice its active pages, 16 MiB) dirty, purged as the

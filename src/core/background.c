@@ -8,12 +8,20 @@
  * until the next decay epoch and ticks every arena. The background thread
  * does not survive fork (the child runs without one until it is switched
  * on again).
+ *
+ * Nor does it keep the process alive: a program whose main thread calls
+ * pthread_exit ends with its last thread, and ours would wait for ever
+ * (as jemalloc's does). So while no thread that allocated is alive, the
+ * thread looks at each wake-up whether it is the last one (bg_alone), and
+ * ends if so; the last such thread's exit wakes it to look at once.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <string.h>
 #include <time.h>
 
 #include "../arena/arena.h"
+#include "../common/sys.h"
 #include "../prof/prof.h"
 #include "core.h"
 
@@ -52,13 +60,51 @@ void ma_decay_hook(uint64_t bytes)
 static pthread_mutex_t bg_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t bg_cond;
 static bool bg_running, bg_stop;
+static bool bg_woken; /* bg_wake came while the thread was not waiting */
 static pthread_t bg_thread;
+
+/* Whether the calling thread is the process's last live one: the main
+ * thread has exited (/proc shows the process as a zombie, and counts the
+ * zombie among its threads until the process ends) and one thread is left
+ * besides. */
+static bool bg_alone(void)
+{
+    char buf[1024];
+    long len = ma_sys_read_proc("/proc/self/stat", buf, sizeof(buf) - 1);
+    if (len <= 0)
+        return false;
+    buf[len] = '\0';
+    const char *p = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+    if (p == NULL || p[1] != ' ' || p[2] != 'Z')
+        return false;
+    /* Field 20 is num_threads; p[2] is field 3. */
+    p += 2;
+    for (int field = 3; field < 20 && *p != '\0'; p++)
+        field += *p == ' ';
+    return p[0] == '2' && p[1] == ' ';
+}
+
+static void bg_wake(void)
+{
+    pthread_mutex_lock(&bg_lock);
+    if (bg_running) {
+        bg_woken = true;
+        pthread_cond_signal(&bg_cond);
+    }
+    pthread_mutex_unlock(&bg_lock);
+}
 
 static void *bg_main(void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&bg_lock);
     while (!bg_stop) {
+        bg_woken = false;
+        if (ma_load_relaxed(&tsd_nlive) == 0 && bg_alone()) {
+            bg_running = false;
+            pthread_detach(pthread_self());
+            break;
+        }
         pthread_mutex_unlock(&bg_lock);
         uint64_t now = decay_now_ns(), next = BACKGROUND_SLEEP_MAX_NS;
         for (unsigned i = 0; i < ARENAS_MAX; i++) {
@@ -76,7 +122,7 @@ static void *bg_main(void *arg)
         ts.tv_sec = (time_t)(until / 1000000000ull);
         ts.tv_nsec = (long)(until % 1000000000ull);
         pthread_mutex_lock(&bg_lock);
-        if (!bg_stop)
+        if (!bg_stop && !bg_woken)
             pthread_cond_timedwait(&bg_cond, &bg_lock, &ts);
     }
     pthread_mutex_unlock(&bg_lock);
@@ -90,6 +136,8 @@ int ma_background_set(bool on)
 {
     pthread_mutex_lock(&bg_lock);
     int err = 0;
+    if (on)
+        ma_store_release(&tsd_on_all_left, bg_wake);
     if (on && !bg_running) {
         pthread_condattr_t ca;
         pthread_condattr_init(&ca);
@@ -123,4 +171,5 @@ void ma_background_postfork_child(void)
     pthread_mutex_init(&bg_lock, NULL);
     bg_running = false;
     bg_stop = false;
+    bg_woken = false;
 }

@@ -10,6 +10,8 @@
 __thread tsd_t tsd_tls __attribute__((tls_model("initial-exec")));
 
 uint64_t tsd_nthreads_created;
+uint32_t tsd_nlive;
+void (*tsd_on_all_left)(void);
 bool tsd_prof_active_init = true;
 static pthread_key_t tsd_key;
 
@@ -29,6 +31,9 @@ static void tsd_cleanup(void *arg)
      * they no longer take the fast path. */
     tsd->fastmap_npages = 0;
     tsd->linemap_npages = 0;
+    void (*all_left)(void) = ma_load_acquire(&tsd_on_all_left);
+    if (ma_fetch_sub(&tsd_nlive, 1) == 1 && all_left != NULL)
+        all_left();
 }
 
 bool tsd_boot(void)
@@ -62,6 +67,7 @@ tsd_t *tsd_fetch_slow(void)
     tsd->state = TSD_NOMINAL;
     tsd_update_next_event(tsd);
     ma_fetch_add(&tsd_nthreads_created, 1);
+    ma_fetch_add(&tsd_nlive, 1);
     return tsd;
 }
 
@@ -71,4 +77,5 @@ void tsd_postfork_child(void)
     tsd_t *tsd = tsd_get();
     if (tsd->arena != NULL && tsd->state == TSD_NOMINAL)
         arena_thread_join(tsd->arena);
+    tsd_nlive = tsd->state == TSD_NOMINAL ? 1 : 0;
 }

@@ -22,8 +22,15 @@
  *                 allocation at all for up to MS ms while RSS is polled
  *                 (raw read(2) of /proc/self/statm, no stdio) until it is
  *                 back within 10% of MB of where it started
+ *   main_exits    (background_thread:true) main allocates, starts a
+ *                 thread and calls pthread_exit. That thread waits until
+ *                 main is gone (main_gone=1), gives the background thread
+ *                 300 ms, reads background_thread (running=1: it did not
+ *                 end while a thread was left) and returns: the process
+ *                 must then end, the background thread with it.
  */
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -237,6 +244,47 @@ static bool has_arg(int argc, char **argv, const char *word)
     return false;
 }
 
+/* Whether main has exited: /proc shows the process as a zombie then. */
+static bool main_gone(void)
+{
+    char buf[1024];
+    int fd = open("/proc/self/stat", O_RDONLY);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    buf[n > 0 ? n : 0] = 0;
+    const char *st = strrchr(buf, ')');
+    return st != NULL && st[1] == ' ' && st[2] == 'Z';
+}
+
+static void *outlive_main(void *arg)
+{
+    (void)arg;
+    bool gone = false;
+    for (int i = 0; i < 500 && !(gone = main_gone()); i++) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    struct timespec ts = {0, 300 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    bool running = false;
+    size_t sz = sizeof(running);
+    mallctl("background_thread", &running, &sz, NULL, 0);
+    printf("main_gone=%d\nrunning=%d\n", gone, running);
+    fflush(stdout);
+    return NULL;
+}
+
+static void mode_main_exits(void)
+{
+    void *volatile p = malloc(100000); /* volatile: not optimised away */
+    free(p);
+    pthread_t t;
+    if (pthread_create(&t, NULL, outlive_main, NULL) != 0)
+        die("pthread_create");
+    pthread_exit(NULL);
+}
+
 int main(int argc, char **argv)
 {
     if (mallctl == NULL)
@@ -248,8 +296,10 @@ int main(int argc, char **argv)
     else if (argc >= 4 && strcmp(argv[1], "idle") == 0)
         mode_idle((size_t)strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10), has_arg(argc, argv, "thread.idle"),
                   has_arg(argc, argv, "ballast"));
+    else if (argc >= 2 && strcmp(argv[1], "main_exits") == 0)
+        mode_main_exits();
     else
-        die("usage: decay_probe retain|thp|idle MB MS [thread.idle] [ballast]");
+        die("usage: decay_probe retain|thp|idle MB MS [thread.idle] [ballast] | main_exits");
     fflush(stdout);
     return 0;
 }
