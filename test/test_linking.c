@@ -170,6 +170,26 @@ Test(linking, ld_preload_serves_libc_internal_allocations, .timeout = 60)
     cr_assert_eq(val(out, "heap_before"), 0, "a [heap] existed before main:\n%s", out);
 }
 
+/* Loaded with dlopen (given static TLS room), the jemalloc entry points
+ * must keep to myalloc: dallocx and sallocx once reached the exported free
+ * and malloc_usable_size through the symbol table, which in such a process
+ * are glibc's (free(): invalid pointer, abort). */
+Test(linking, jemalloc_entry_points_keep_to_myalloc_when_dlopened, .timeout = 60)
+{
+    char probe[PATH_MAX], so[PATH_MAX], env[PATH_MAX + 64];
+    static char out[OUTLEN];
+    build_path(probe, "helpers/dlopen_probe");
+    build_path(so, "libmyalloc.so");
+    snprintf(env, sizeof(env), "GLIBC_TUNABLES=glibc.rtld.optional_static_tls=1000000");
+    char cmd[4 * PATH_MAX];
+    snprintf(cmd, sizeof(cmd), "env -u LD_PRELOAD -u MYALLOC_CONF %s '%s' '%s'", env, probe, so);
+    int rc = tu_run(cmd, out, sizeof(out));
+    cr_assert_eq(rc, 0, "%s exited with %d:\n%s", cmd, rc, out);
+    if (val(out, "dlopen_failed") == 1)
+        cr_skip_test("no static TLS room for a dlopen'ed libmyalloc here:\n%s", out);
+    cr_assert_eq(val(out, "usable100"), (long)sc_s2u(100), "sallocx did not answer as myalloc:\n%s", out);
+}
+
 Test(linking, dynamic_link_with_lmyalloc, .timeout = 60, .fini = remove_tmpdir)
 {
     char dir[PATH_MAX], src[PATH_MAX], bin[PATH_MAX + 32], cmd[4 * PATH_MAX];

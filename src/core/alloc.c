@@ -518,3 +518,6 @@ MA_EXPORT void *__libc_memalign(size_t align, size_t size) __attribute__((alias(
 MA_EXPORT void *__libc_valloc(size_t size) __attribute__((alias("valloc")));
 MA_EXPORT void *__libc_pvalloc(size_t size) __attribute__((alias("pvalloc")));
 MA_EXPORT void cfree(void *p) __attribute__((alias("free")));
+
+void ma_free(void *p) __attribute__((alias("free")));
+size_t ma_usable_size(void *p) __attribute__((alias("malloc_usable_size")));

@@ -39,6 +39,13 @@ void ma_dalloc_flags(void *p, int flags);
 void ma_sdalloc_slow(void *p, size_t size, size_t align, int flags, const char *func);
 extern bool opt_check_sized;
 
+/* free and malloc_usable_size under names of our own, for calls from the
+ * other files (jemalloc.c): through the exported names such a call goes
+ * through the symbol table, to whichever free the process bound first,
+ * glibc's when the library is dlopen'ed rather than preloaded. */
+void ma_free(void *p);
+size_t ma_usable_size(void *p);
+
 /* The return address into the program: every public entry point passes it
  * down its slow path, so a sampled stack starts exactly at the program's
  * call site. */

@@ -63,7 +63,7 @@ MA_EXPORT void *rallocx(void *p, size_t size, int flags)
 MA_EXPORT size_t sallocx(const void *p, int flags)
 {
     (void)flags;
-    return malloc_usable_size((void *)p);
+    return ma_usable_size((void *)p);
 }
 
 /* Resize in place to at least size bytes, to size + extra if that works
@@ -118,7 +118,7 @@ MA_EXPORT size_t xallocx(void *p, size_t size, size_t extra, int flags)
 MA_EXPORT void dallocx(void *p, int flags)
 {
     if (likely(flags == 0)) {
-        free(p);
+        ma_free(p);
         return;
     }
     ma_dalloc_flags(p, flags);
