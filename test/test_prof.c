@@ -936,6 +936,30 @@ Test(prof, prof_final_writes_an_f_profile_at_exit, .fini = tu_tmp_cleanup)
     cr_assert_eq(tmp_list(".heap", names, 8), 1);
 }
 
+/* prof_final and prof_leak serve a program that starts sampling itself
+ * (prof.active) without prof:true too; they were registered only with
+ * prof:true, so such a program got no exit profile and no summary. A
+ * program that never samples gets neither. */
+Test(prof, exit_reports_follow_sampling_started_at_run_time, .fini = tu_tmp_cleanup)
+{
+    tu_tmp_make();
+    char conf[512], out[1 << 14], names[8][256];
+    snprintf(conf, sizeof(conf), "prof_final:true,prof_leak:true,prof_prefix:%s/rt,lg_prof_sample:10", tu_tmpdir());
+    int rc = run_probe(conf, "final 10000 512 activate", out, sizeof(out));
+    cr_assert_eq(rc, 0, "probe failed (%d):\n%s", rc, out);
+    cr_assert_gt(kv_num(out, "site_samples"), 0, "nothing sampled after prof.active:\n%s", out);
+    int n = tmp_list(".heap", names, 8);
+    cr_assert_eq(n, 1, "%d profiles after exit, expected one .f.\n%s", n, out);
+    check_seq_names(names, n, "rt", (int)kv_num(out, "pid"), 'f');
+    cr_assert_not_null(strstr(out, "<myalloc>: leak summary:"), "no leak summary:\n%s", out);
+
+    snprintf(conf, sizeof(conf), "prof_final:true,prof_leak:true,prof_prefix:%s/never", tu_tmpdir());
+    rc = run_probe(conf, "final 1000 512", out, sizeof(out));
+    cr_assert_eq(rc, 0, "probe failed (%d):\n%s", rc, out);
+    cr_assert_eq(tmp_list(".heap", names, 8), 1, "a profile written by a program that never sampled");
+    cr_assert_null(strstr(out, "leak summary"), "a leak summary from a program that never sampled:\n%s", out);
+}
+
 Test(prof, prof_leak_estimates_the_unfreed_bytes, .fini = tu_tmp_cleanup)
 {
     tu_tmp_make();

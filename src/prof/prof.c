@@ -167,10 +167,20 @@ bool prof_boot(void)
 
 void prof_boot_late(void)
 {
+    /* The exit report and profile also serve a program that starts
+     * sampling itself, without prof:true (prof_dump.c's prof_atexit then
+     * writes nothing if it never did). Tested here: prof_dump.c is cold
+     * code, which a program that does not profile never touches. */
+    if (opt_prof_final || opt_prof_leak)
+        prof_dump_boot();
     if (!opt_prof)
         return;
     prof_active_set(prof_active);
-    prof_dump_boot();
+}
+
+bool prof_armed(void)
+{
+    return opt_prof || ma_load_acquire(&bt_warm);
 }
 
 void prof_active_set(bool active)
@@ -179,7 +189,7 @@ void prof_active_set(bool active)
     if (active && !bt_warm) {
         /* Outside malloc: the unwinder's first use may allocate. */
         prof_bt_boot();
-        bt_warm = true;
+        ma_store_release(&bt_warm, true);
     }
     if (active)
         prof_weights_prepare(prof_lg_sample);

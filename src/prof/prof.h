@@ -68,6 +68,8 @@ extern unsigned prof_format;          /* format of every dump (prof.format) */
 bool prof_boot(void);
 /* After init, outside every lock: warm the unwinder, register exit dumps. */
 void prof_boot_late(void);
+/* Whether the profiler is armed: prof:true, or prof.active set since. */
+bool prof_armed(void);
 
 /* Start or stop sampling (the unwinder is warmed on first activation).
  * The caller then hands prof_active / prof_lg_sample to the samplers (the

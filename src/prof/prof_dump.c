@@ -436,6 +436,8 @@ void prof_leak_report(void)
 
 static void prof_atexit(void)
 {
+    if (!prof_armed())
+        return;
     if (opt_prof_final && prof_dump(NULL, 'f') != 0)
         ma_warn("prof_final: could not write the final profile (prof_prefix \"%s\")", opt_prof_prefix);
     if (opt_prof_leak)

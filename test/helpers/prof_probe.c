@@ -209,8 +209,10 @@ static int mode_dumps(size_t n, size_t size)
 }
 
 /* Exit with objects live at site_a (prof_final writes the .f. profile). */
-static int mode_final(size_t n, size_t size)
+static int mode_final(size_t n, size_t size, bool activate)
 {
+    if (activate) /* started without prof:true: sampling switched on here */
+        ctl_set_bool("prof.active", true);
     void **k = keep_array(n);
     uint64_t before = ctl_u64("prof.nsamples");
     site_a(k, n, size);
@@ -347,7 +349,7 @@ int main(int argc, char **argv)
     else if (strcmp(m, "dumps") == 0)
         rc = mode_dumps(NUM(2), NUM(3));
     else if (strcmp(m, "final") == 0)
-        rc = mode_final(NUM(2), NUM(3));
+        rc = mode_final(NUM(2), NUM(3), argc > 4 && strcmp(argv[4], "activate") == 0);
     else if (strcmp(m, "leak") == 0)
         rc = mode_leak(NUM(2), NUM(3));
     else if (strcmp(m, "seeded") == 0)
