@@ -21,7 +21,7 @@ MA_EXPORT struct mallinfo2 mallinfo2(void)
     stats_totals(&t);
     /* The address space holding memory: retained space is purged, and a
      * freed 64 TiB block would otherwise count as 64 TiB for good. */
-    size_t held = t.mapped - t.retained;
+    size_t held = t.mapped > t.retained ? t.mapped - t.retained : 0;
     mi.arena = held;
     mi.ordblks = 0;
     /* Large objects are page runs of the arenas, not mmapped blocks of
