@@ -99,10 +99,23 @@ void arena_thread_join(arena_t *a)
         ma_store_relaxed(&a->pool.rejoined_ns, decay_now_ns());
 }
 
-void arena_thread_leave(arena_t *a)
+bool arena_thread_leave(arena_t *a)
 {
-    if (a != NULL && ma_fetch_sub(&a->nthreads, 1) == 1)
-        ma_store_relaxed(&a->pool.ever_left, true);
+    if (a == NULL || ma_fetch_sub(&a->nthreads, 1) != 1)
+        return false;
+    ma_store_relaxed(&a->pool.ever_left, true);
+    return true;
+}
+
+uint32_t arena_nthreads_total(void)
+{
+    uint32_t n = 0;
+    for (unsigned i = 0; i < ARENAS_MAX; i++) {
+        arena_t *a = ma_load_acquire(&arenas[i]);
+        if (a != NULL)
+            n += ma_load_relaxed(&a->nthreads);
+    }
+    return n;
 }
 
 /* ---------------------------------------------------------------------

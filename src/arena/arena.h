@@ -153,7 +153,11 @@ arena_t *arena_get(unsigned ind);
 /* Pick the least-loaded arena for a new thread and count the thread in. */
 arena_t *arena_choose(void);
 void arena_thread_join(arena_t *a);
-void arena_thread_leave(arena_t *a);
+/* Count a thread out; true when it was the arena's last. */
+bool arena_thread_leave(arena_t *a);
+/* Threads counted in over all arenas: those that allocate and have not
+ * exited. */
+uint32_t arena_nthreads_total(void);
 
 /* Small: n regions of class binind into out (a thread-cache fill), or up
  * to nmax (>= n; out has room for them) while objects that other threads

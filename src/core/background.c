@@ -100,7 +100,7 @@ static void *bg_main(void *arg)
     pthread_mutex_lock(&bg_lock);
     while (!bg_stop) {
         bg_woken = false;
-        if (ma_load_relaxed(&tsd_nlive) == 0 && bg_alone()) {
+        if (arena_nthreads_total() == 0 && bg_alone()) {
             bg_running = false;
             pthread_detach(pthread_self());
             break;

@@ -10,7 +10,6 @@
 __thread tsd_t tsd_tls __attribute__((tls_model("initial-exec")));
 
 uint64_t tsd_nthreads_created;
-uint32_t tsd_nlive;
 void (*tsd_on_all_left)(void);
 bool tsd_prof_active_init = true;
 static pthread_key_t tsd_key;
@@ -26,13 +25,13 @@ static void tsd_cleanup(void *arg)
     tsd->state = TSD_EXITED;
     tsd->next_event = 0;
     tcache_destroy(tsd);
-    arena_thread_leave(tsd->arena);
+    bool arena_left = arena_thread_leave(tsd->arena);
     /* tsd->arena stays: late frees and mallocs of other destructors use it;
      * they no longer take the fast path. */
     tsd->fastmap_npages = 0;
     tsd->linemap_npages = 0;
     void (*all_left)(void) = ma_load_acquire(&tsd_on_all_left);
-    if (ma_fetch_sub(&tsd_nlive, 1) == 1 && all_left != NULL)
+    if (arena_left && all_left != NULL && arena_nthreads_total() == 0)
         all_left();
 }
 
@@ -67,7 +66,6 @@ tsd_t *tsd_fetch_slow(void)
     tsd->state = TSD_NOMINAL;
     tsd_update_next_event(tsd);
     ma_fetch_add(&tsd_nthreads_created, 1);
-    ma_fetch_add(&tsd_nlive, 1);
     return tsd;
 }
 
@@ -77,5 +75,4 @@ void tsd_postfork_child(void)
     tsd_t *tsd = tsd_get();
     if (tsd->arena != NULL && tsd->state == TSD_NOMINAL)
         arena_thread_join(tsd->arena);
-    tsd_nlive = tsd->state == TSD_NOMINAL ? 1 : 0;
 }

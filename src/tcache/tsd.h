@@ -167,10 +167,9 @@ extern bool tsd_prof_active_init;
 /* Threads that have a thread state (for stats). */
 extern uint64_t tsd_nthreads_created;
 
-/* Threads that have a thread state and have not exited; one whose exit
- * takes the count to 0 calls tsd_on_all_left (background.c sets it: its
- * thread may be the last one left, see there). */
-extern uint32_t tsd_nlive;
+/* Called by the exit of a thread that leaves no thread counted in any
+ * arena (arena_nthreads_total() 0); background.c sets it: its thread may
+ * be the last one left, see there. */
 extern void (*tsd_on_all_left)(void);
 
 #endif

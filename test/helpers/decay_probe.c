@@ -69,19 +69,24 @@ static void ctl_do(const char *name)
         die(name);
 }
 
-/* /proc/self/statm field k (0: size, 1: resident) in bytes, read without
- * allocating. */
+/* A /proc file into buf, NUL-terminated, read without allocating; its
+ * length, or -1. */
+static ssize_t read_proc(const char *path, char *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY);
+    ssize_t n = fd >= 0 ? read(fd, buf, len - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    return n;
+}
+
+/* /proc/self/statm field k (0: size, 1: resident) in bytes. */
 static size_t statm(int k)
 {
     char buf[256];
-    int fd = open("/proc/self/statm", O_RDONLY);
-    if (fd < 0)
-        die("open statm");
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
+    if (read_proc("/proc/self/statm", buf, sizeof(buf)) <= 0)
         die("read statm");
-    buf[n] = '\0';
     char *s = buf;
     for (int i = 0; i < k; i++) {
         while (*s && *s != ' ')
@@ -248,11 +253,7 @@ static bool has_arg(int argc, char **argv, const char *word)
 static bool main_gone(void)
 {
     char buf[1024];
-    int fd = open("/proc/self/stat", O_RDONLY);
-    ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-    if (fd >= 0)
-        close(fd);
-    buf[n > 0 ? n : 0] = 0;
+    read_proc("/proc/self/stat", buf, sizeof(buf));
     const char *st = strrchr(buf, ')');
     return st != NULL && st[1] == ' ' && st[2] == 'Z';
 }
