@@ -433,10 +433,14 @@ def render(meta, rows, over, keys, cost_key, cost_cfg, cost, je_count, mem_key, 
         L.append("")
         L.append("Target: at most +1%. \"predicted\" = myalloc's samples x its cost per "
                  f"sample (lg {LG_COST} table below, 16-72 B objects) / CPU time with prof "
-                 "off: the overhead implied by the cost per sample, free of timing noise.")
+                 "off: the overhead implied by the cost per sample, free of timing noise. "
+                 "\"budget for +1%\" = 1% of the CPU time with prof off / myalloc's samples: "
+                 "what a sample may cost, all told, for the target to hold (compare it with "
+                 "the cost per sample below).")
         L.append("")
         header = ["workload", "threads", "myalloc off CPU ns/op", "myalloc prof:true",
-                  "myalloc overhead [min, max]", "samples", "predicted (gcc)", "predicted (fp)",
+                  "myalloc overhead [min, max]", "samples", "budget for +1% (ns per sample)",
+                  "predicted (gcc)", "predicted (fp)",
                   "predicted (libgcc)",
                   "jemalloc off CPU ns/op", "jemalloc prof:true", "jemalloc overhead [min, max]"]
         out = []
@@ -455,11 +459,12 @@ def render(meta, rows, over, keys, cost_key, cost_cfg, cost, je_count, mem_key, 
                         preds.append(pct(smp * med(costs[label][0]) * 1e-9 / cpu_off))
                     else:
                         preds.append("-")
+                budget = B.fmt_num(0.01 * cpu_off / smp * 1e9) if smp and cpu_off else "-"
                 row += [B.fmt_num(med(off)), B.fmt_num(med(on)),
                         f"**{pct(med(ratios))}** {spread(ratios, pct)}",
-                        B.fmt_num(smp)] + preds
+                        B.fmt_num(smp), budget] + preds
             else:
-                row += [c.status() or "-"] * 2 + ["-"] * 5
+                row += [c.status() or "-"] * 2 + ["-"] * 6
             c = over[r.key]["jemalloc"]
             if c.ok():
                 off = [cpu_s(x) / x["ops"] * 1e9 for x in c.off]
