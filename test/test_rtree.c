@@ -14,7 +14,8 @@
 #include "test_util.h"
 
 /* The fast maps are per arena: a page is on "the" fast map when any arena's
- * map marks it (each slab is marked only in its own arena's). */
+ * map marks it (a slab is marked in its own arena's, and one of a
+ * whole-line class in the other arenas' too). */
 static uintptr_t rtree_fast_lookup(uintptr_t a)
 {
     for (unsigned i = 0; i < ARENAS_MAX; i++) {
@@ -26,6 +27,16 @@ static uintptr_t rtree_fast_lookup(uintptr_t a)
     return 0;
 }
 
+/* What the fast map of an arena other than the one of the slab at a (if
+ * any) holds for a. */
+static uintptr_t other_arena_lookup(uintptr_t a)
+{
+    const extent_t *e = rtree_elm_extent(rtree_lookup(a));
+    unsigned other = e != NULL && e->arena_ind == 0 ? 1 : 0;
+    arena_t *ar = arena_get(other);
+    cr_assert_not_null(ar);
+    return rtree_fastmap_lookup(&ar->fastmap, a);
+}
 
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
@@ -268,7 +279,7 @@ Test(rtree, fast_map_is_zero_for_unknown_pages)
                           UINTPTR_MAX};
     for (size_t i = 0; i < MA_ARRAY_LEN(others); i++) {
         cr_assert_eq(rtree_fast_lookup(others[i]), 0, "%#lx", (unsigned long)others[i]);
-        cr_assert_eq(rtree_fastmap_lookup(&rtree_linemap, others[i]), 0, "%#lx", (unsigned long)others[i]);
+        cr_assert_eq(other_arena_lookup(others[i]), 0, "%#lx", (unsigned long)others[i]);
     }
     /* A page we mapped ourselves. */
     void *m = mmap(NULL, 4 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -282,15 +293,17 @@ Test(rtree, fast_map_is_zero_for_unknown_pages)
  * does not fit 16 bits are never on free's fast path). */
 static unsigned fast_value(unsigned ind) { return sc_index2size(ind) <= UINT16_MAX ? ind + 1 : 0; }
 
-/* What the line map (shared by all arenas) holds for a live slab of class
- * ind: ind + 1 when its regions are whole cache lines (so a thread of any
- * arena may cache them), else 0. */
+/* What the other arenas' fast maps hold for a live slab of class ind: ind
+ * + 1 when its regions are whole cache lines (so a thread of any arena may
+ * cache them), else 0. */
 static unsigned line_value(unsigned ind)
 {
     size_t usize = sc_index2size(ind);
     return usize % 64 == 0 ? fast_value(ind) : 0;
 }
 
+/* An arena made after the slabs marks those of whole-line classes in its
+ * map all the same (extent.c, fastmap_backfill). */
 Test(rtree, fast_map_for_live_slabs_after_malloc)
 {
     size_t sizes[] = {1, QUANTUM, 3 * QUANTUM, 100, 1000, 4000, SC_SMALL_MAXCLASS / 2, SC_SMALL_MAXCLASS};
@@ -311,9 +324,18 @@ Test(rtree, fast_map_for_live_slabs_after_malloc)
         cr_assert_eq(e->size, (size_t)sc_bin_info[ind].slab_pages * PAGE);
         for (uintptr_t a = e->addr; a < e->addr + e->size; a += PAGE) {
             cr_assert_eq(rtree_fast_lookup(a), fast_value(ind));
-            cr_assert_eq(rtree_fastmap_lookup(&rtree_linemap, a), line_value(ind), "malloc(%zu)", sizes[i]);
+            cr_assert_eq(other_arena_lookup(a), line_value(ind), "malloc(%zu): another arena's map", sizes[i]);
             cr_assert_eq(rtree_lookup(a), elm, "every page of a slab maps to it");
         }
+    }
+    unsigned fresh = 1;
+    while (ma_load_acquire(&arenas[fresh]) != NULL)
+        fresh++;
+    cr_assert_not_null(arena_get(fresh));
+    for (size_t i = 0; i < MA_ARRAY_LEN(sizes); i++) {
+        unsigned ind = sc_size2index(sizes[i]);
+        cr_assert_eq(rtree_fastmap_lookup(&arenas[fresh]->fastmap, (uintptr_t)keep[i]), line_value(ind),
+                     "malloc(%zu): the map of arena %u, made after it", sizes[i], fresh);
     }
     /* Large objects are never on the fast map. */
     size_t large[] = {SC_LARGE_MINCLASS, 3 * SC_LARGE_MINCLASS, (size_t)8 << 20};
@@ -405,15 +427,14 @@ Test(rtree, fast_map_through_the_extent_layer)
         cr_assert_not_null(e);
         for (uintptr_t a = e->addr; a < e->addr + size; a += PAGE) {
             cr_assert_eq(rtree_fastmap_lookup(&fm, a), fast_value(ind), "bin %u", ind);
-            cr_assert_eq(rtree_fast_lookup(a), 0, "bin %u: marked in an arena's map, not its pool's", ind);
-            cr_assert_eq(rtree_fastmap_lookup(&rtree_linemap, a), line_value(ind), "bin %u (%zu B): line map %lu",
-                         ind, sc_index2size(ind), (unsigned long)rtree_fastmap_lookup(&rtree_linemap, a));
+            cr_assert_eq(rtree_fast_lookup(a), line_value(ind), "bin %u (%zu B): arenas' maps %lu", ind,
+                         sc_index2size(ind), (unsigned long)rtree_fast_lookup(a));
         }
         uintptr_t addr = e->addr;
         extent_dalloc(&pool, e);
         for (uintptr_t a = addr; a < addr + size; a += PAGE) {
             cr_assert_eq(rtree_fastmap_lookup(&fm, a), 0, "bin %u: freed slab still on the fast map", ind);
-            cr_assert_eq(rtree_fastmap_lookup(&rtree_linemap, a), 0, "bin %u: freed slab still on the line map", ind);
+            cr_assert_eq(rtree_fast_lookup(a), 0, "bin %u: freed slab still on an arena's map", ind);
             cr_assert_eq(rtree_lookup(a) & RTREE_SLAB, 0);
         }
     }
@@ -422,13 +443,13 @@ Test(rtree, fast_map_through_the_extent_layer)
     extent_t *e = extent_alloc(&pool, 8 * PAGE, PAGE, sc_size2index(8 * PAGE), false, &zeroed);
     for (uintptr_t a = e->addr; a < e->addr + e->size; a += PAGE) {
         cr_assert_eq(rtree_fastmap_lookup(&fm, a), 0);
-        cr_assert_eq(rtree_fastmap_lookup(&rtree_linemap, a), 0);
+        cr_assert_eq(rtree_fast_lookup(a), 0);
     }
     extent_dalloc(&pool, e);
 }
 
-/* One slab of class ind holding only objects allocated here, freed: off both
- * maps. */
+/* One slab of class ind holding only objects allocated here, freed: off
+ * every arena's map. */
 static void slab_freed_through_the_bins(unsigned ind)
 {
     unsigned nregs = sc_bin_info[ind].nregs;
@@ -461,7 +482,7 @@ static void slab_freed_through_the_bins(unsigned ind)
     unsigned aind = mine->arena_ind;
     for (uintptr_t p = addr; p < addr + size; p += PAGE) {
         cr_assert_eq(rtree_fast_lookup(p), fast_value(ind));
-        cr_assert_eq(rtree_fastmap_lookup(&rtree_linemap, p), line_value(ind));
+        cr_assert_eq(other_arena_lookup(p), line_value(ind));
     }
     /* Free every region of that slab. */
     unsigned freed = 0;
@@ -478,8 +499,7 @@ static void slab_freed_through_the_bins(unsigned ind)
     arena_purge(arenas[aind]);
     for (uintptr_t p = addr; p < addr + size; p += PAGE) {
         cr_assert_eq(rtree_fast_lookup(p), 0, "page %#lx of a freed slab", (unsigned long)p);
-        cr_assert_eq(rtree_fastmap_lookup(&rtree_linemap, p), 0, "page %#lx of a freed slab: on the line map",
-                     (unsigned long)p);
+        cr_assert_eq(other_arena_lookup(p), 0, "page %#lx of a freed slab: on another arena's map", (unsigned long)p);
         cr_assert_eq(rtree_lookup(p) & RTREE_SLAB, 0);
     }
     for (unsigned i = 0; i < n; i++)
@@ -494,7 +514,7 @@ Test(rtree, fast_map_after_a_slab_is_freed_through_the_bins)
     tsd_t *tsd = tsd_fetch();
     tcache_set_enabled(tsd, false);
     slab_freed_through_the_bins(sc_size2index(100));    /* shares lines with neighbours */
-    slab_freed_through_the_bins(sc_size2index(2 * 64)); /* whole lines: on the line map too */
+    slab_freed_through_the_bins(sc_size2index(2 * 64)); /* whole lines: on other arenas' maps too */
     tcache_set_enabled(tsd, true);
 }
 

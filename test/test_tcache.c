@@ -148,7 +148,7 @@ Test(tcache, freed_objects_are_cached_and_reused_lifo)
     for (int i = 0; i < N; i++)
         ps[i] = malloc(S);
     unsigned n0 = ncached(ind);
-    cr_assert_leq(n0 + N, cache_bin_ncached_max(bin_of(ind)));
+    cr_assert_leq(n0 + N, tcache_bin_cap(tsd, ind));
     size_t curregs0 = arena_bin_stats(ind)->curregs;
     for (int i = 0; i < N; i++)
         free(ps[i]);
@@ -222,7 +222,7 @@ Test(tcache, an_empty_bin_is_filled_by_ncached_max_shifted_by_lg_fill_div)
         tcache_flush(tsd);
         bin_stats_t *st = arena_bin_stats(ind);
         uint64_t nm0 = st->nmalloc, nf0 = st->nfills;
-        unsigned max = cache_bin_ncached_max(bin_of(ind));
+        unsigned max = tcache_bin_cap(tsd, ind);
         unsigned div = tsd->lg_fill_div[ind]; /* earlier GC steps may have moved it */
         cr_assert(div >= 1 && div <= tcache_bin_lg_fill_max(ind));
         unsigned want = MA_MAX(max >> div, 1);
@@ -307,7 +307,7 @@ Test(tcache, a_free_into_a_full_bin_flushes_the_oldest_quarter)
 {
     const size_t S = 96;
     const unsigned ind = sc_size2index(S);
-    const unsigned max = cache_bin_ncached_max(bin_of(ind));
+    const unsigned max = tcache_bin_cap(tsd, ind);
     void **ps = malloc((max + 1) * sizeof(void *));
     for (unsigned i = 0; i <= max; i++)
         ps[i] = malloc(S);
@@ -392,7 +392,7 @@ Test(tcache, disabling_flushes_and_bypasses_the_cache)
     cr_assert_eq(st->curregs, cur0 - had, "disabling must flush");
     for (unsigned i = 0; i < TCACHE_NBINS_LIMIT; i++) {
         cr_assert_eq(ncached(i), 0, "disabled bin %u holds %u", i, ncached(i));
-        cr_assert_eq(cache_bin_ncached_max(bin_of(i)), 0);
+        cr_assert_eq(tcache_bin_cap(tsd, i), 0);
     }
     for (unsigned i = 0; i < SC_NSIZES; i++)
         cr_assert_not(tcache_serves(tsd, i));
@@ -419,7 +419,7 @@ Test(tcache, disabling_flushes_and_bypasses_the_cache)
     tcache_set_enabled(tsd, true);
     cr_assert(tsd->tcache_enabled);
     cr_assert(tcache_serves(tsd, ind));
-    cr_assert_gt(cache_bin_ncached_max(bin_of(ind)), 0);
+    cr_assert_gt(tcache_bin_cap(tsd, ind), 0);
     void *p = malloc(S);
     unsigned after_fill = ncached(ind);
     free(p);
@@ -482,7 +482,7 @@ Test(tcache, gc_flushes_three_quarters_below_low_water_and_fills_less)
         (void)malloc(64); /* leaks a few cached objects on purpose: they are ps[...] */
     uint64_t nm0 = st->nmalloc;
     void *p = malloc(64);
-    unsigned max = cache_bin_ncached_max(bin_of(ind));
+    unsigned max = tcache_bin_cap(tsd, ind);
     cr_assert_eq(st->nmalloc - nm0, MA_MAX(max >> (tcache_bin_lg_fill_init(ind) + 2), 1u));
     free(p);
 }
@@ -541,7 +541,7 @@ Test(tcache, gc_fills_more_after_the_bin_ran_empty)
     uint64_t nm0 = st->nmalloc;
     void *p = malloc(64);
     unsigned filled = (unsigned)(st->nmalloc - nm0);
-    cr_assert_eq(filled, MA_MAX(cache_bin_ncached_max(bin_of(ind)) >> div, 1u));
+    cr_assert_eq(filled, MA_MAX(tcache_bin_cap(tsd, ind) >> div, 1u));
     cr_assert(tsd->ran_empty[ind]);
     unsigned cached = ncached(ind);
     cr_assert_eq(cached, filled - 1);
@@ -670,7 +670,7 @@ Test(tcache, an_exited_threads_cache_block_is_reused_uncleared)
 static size_t remote_bits_size(void)
 {
     for (unsigned i = sc_size2index(96); i < SC_NBINS; i++)
-        if (sc_bin_info[i].nregs <= SLAB_REMOTE_BITS && (!rtree_on_linemap(i) || !cache_bin_popped(bin_of(i))))
+        if (sc_bin_info[i].nregs <= SLAB_REMOTE_BITS && (!rtree_line_class(i) || !cache_bin_popped(bin_of(i))))
             return sc_index2size(i);
     cr_assert_fail("no small class has slabs of at most %u regions", SLAB_REMOTE_BITS);
     return 0;
@@ -849,46 +849,107 @@ Test(tcache, a_thread_that_does_not_allocate_a_class_sends_its_remote_objects_ho
     cr_assert_eq(pthread_join(th, NULL), 0);
 }
 
-/* A thread that has filled no bin yet (one that only frees: a consumer)
- * finds no bin popped, so its frees skip the line map without reading it:
- * its bound for the thread stays 0 until the first fill. */
+/* Whether bin ind of thread state t takes no more pushes than its pops
+ * made room for (cache_bin.h): full is not its capacity below empty. */
+static bool bin_is_closed(const tsd_t *t, unsigned ind)
+{
+    const cache_bin_t *b = &t->bins[ind];
+    return b->full != cache_bin_bits(cache_bin_empty_pos(b) - t->bin_cap[ind]);
+}
+
+/* A new thread's bins are closed: free's fast path, which finds another
+ * arena's whole-line objects in the thread's own fast map, pushes none of
+ * them (a thread that only frees, a consumer, would pin them); a fill of
+ * the class opens its bin, and then they are cached. */
 typedef struct {
     remote_owner_t *owner;
-    uintptr_t before, after_frees, after_malloc;
-    unsigned cached;
-} line_probe_t;
+    bool marked, closed_before, closed_after_frees, open_after_fill;
+    unsigned cached_before_fill, cached_after_fill;
+} closed_probe_t;
 
-static void *line_probe_main(void *arg)
+static void *closed_probe_main(void *arg)
 {
-    line_probe_t *c = arg;
+    closed_probe_t *c = arg;
+    const unsigned i128 = sc_size2index(128);
+    free(malloc(16)); /* thread state set up; a fill of 16 B only */
     tsd_t *t = tsd_fetch();
-    c->before = t->linemap_npages;
-    for (int i = 0; i < REMOTE_N; i++)
+    c->marked = rtree_fastmap_lookup(&tsd_arena(t)->fastmap, (uintptr_t)c->owner->lines[0]) == i128 + 1;
+    c->closed_before = bin_is_closed(t, i128);
+    for (int i = 0; i < REMOTE_N / 2; i++)
         free(c->owner->lines[i]);
-    c->cached = cache_bin_ncached(&t->bins[sc_size2index(128)]);
-    c->after_frees = t->linemap_npages;
-    free(malloc(16));
-    c->after_malloc = t->linemap_npages;
+    c->cached_before_fill = cache_bin_ncached(&t->bins[i128]);
+    c->closed_after_frees = bin_is_closed(t, i128);
+    void *a = malloc(128);
+    c->open_after_fill = !bin_is_closed(t, i128);
+    unsigned before = cache_bin_ncached(&t->bins[i128]);
+    for (int i = REMOTE_N / 2; i < REMOTE_N; i++)
+        free(c->owner->lines[i]);
+    c->cached_after_fill = cache_bin_ncached(&t->bins[i128]) - before;
+    free(a);
     return NULL;
 }
 
-Test(tcache, a_thread_skips_the_line_map_until_it_fills_a_bin)
+Test(tcache, a_new_thread_s_bins_take_remote_objects_only_once_it_allocates_their_class)
 {
-    cr_assert_gt(rtree_linemap.npages, 0, "the line map could not be reserved");
     remote_owner_t o = {.arena = other_arena()};
     pthread_t th = remote_owner_start(&o);
-    line_probe_t c = {.owner = &o};
+    closed_probe_t c = {.owner = &o};
     pthread_t ct;
-    cr_assert_eq(pthread_create(&ct, NULL, line_probe_main, &c), 0);
+    cr_assert_eq(pthread_create(&ct, NULL, closed_probe_main, &c), 0);
     cr_assert_eq(pthread_join(ct, NULL), 0);
-    cr_assert_eq(c.before, 0, "a new thread looks the line map up");
-    cr_assert_eq(c.after_frees, 0, "frees alone made the thread look the line map up");
-    cr_assert_eq(c.cached, 0, "%u remote objects cached by a thread that never allocated", c.cached);
-    cr_assert_eq(c.after_malloc, rtree_linemap.npages, "after a fill: %lu, the line map has %lu pages",
-                 (unsigned long)c.after_malloc, (unsigned long)rtree_linemap.npages);
+    cr_assert(c.marked, "another arena's 128-byte slab is not marked in this thread's arena's fast map");
+    cr_assert(c.closed_before, "a new thread's bin is open before it allocates the class");
+    cr_assert_eq(c.cached_before_fill, 0, "%u remote objects cached by a thread that never allocated the class",
+                 c.cached_before_fill);
+    cr_assert(c.closed_after_frees, "frees alone opened the bin");
+    cr_assert(c.open_after_fill, "a fill left the bin closed");
+    cr_assert_eq(c.cached_after_fill, REMOTE_N / 2, "after a fill, %u of %d remote objects cached",
+                 c.cached_after_fill, REMOTE_N / 2);
     arena_decay(arenas[o.arena], decay_now_ns(), 0);
     pthread_barrier_wait(&o.release);
     cr_assert_eq(pthread_join(th, NULL), 0);
+}
+
+/* A GC step closes a bin its thread did not pop from since the previous
+ * step, and one with pops opens it again; so does a free of the thread's
+ * own object, which a closed bin must not send to the slow path for good. */
+Test(tcache, a_gc_step_closes_a_bin_the_thread_stopped_allocating_from)
+{
+    const unsigned i128 = sc_size2index(128);
+    void *mine[4];
+    for (int i = 0; i < 4; i++)
+        mine[i] = malloc(128);
+    cr_assert(!bin_is_closed(tsd, i128), "the bin is closed after a fill");
+    /* Two rounds: the first merges the pops above, the second finds none. */
+    for (unsigned r = 0; r < 2 * tsd->tcache_nbins; r++)
+        tcache_gc_step(tsd);
+    cr_assert(bin_is_closed(tsd, i128), "an unused bin stayed open");
+
+    remote_owner_t o = {.arena = other_arena()};
+    pthread_t th = remote_owner_start(&o);
+    unsigned c0 = ncached(i128);
+    for (int i = 0; i < REMOTE_N; i++)
+        free(o.lines[i]);
+    cr_assert_eq(ncached(i128), c0, "a closed bin took %u remote objects", ncached(i128) - c0);
+
+    free(mine[0]); /* own object: cached, and the bin opens */
+    cr_assert_eq(ncached(i128), c0 + 1, "the thread's own object was not cached");
+    cr_assert(!bin_is_closed(tsd, i128), "a free of the thread's own object left the bin closed");
+    for (int i = 1; i < 4; i++)
+        free(mine[i]);
+    cr_assert_eq(ncached(i128), c0 + 4);
+
+    /* Pops since the last step: the next visit keeps it open. */
+    void *again = malloc(128);
+    for (unsigned r = 0; r < tsd->tcache_nbins; r++)
+        tcache_gc_step(tsd);
+    cr_assert(!bin_is_closed(tsd, i128), "a GC step closed a bin with pops");
+    free(again);
+    arena_decay(arenas[o.arena], decay_now_ns(), 0);
+    pthread_barrier_wait(&o.release);
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    for (int i = 0; i < REMOTE_N; i++)
+        free(o.small[i]);
 }
 
 /* A line-sized object of another arena that finds this thread's bin full
@@ -900,11 +961,11 @@ Test(tcache, a_remote_free_into_a_full_bin_goes_home_without_a_flush)
     remote_owner_t o = {.arena = other_arena()};
     pthread_t th = remote_owner_start(&o);
     const unsigned i128 = sc_size2index(128);
-    unsigned n = 2 * cache_bin_ncached_max(bin_of(i128));
+    unsigned n = 2 * tcache_bin_cap(tsd, i128);
     void **mine = malloc(n * sizeof(void *));
     for (unsigned i = 0; i < n; i++)
         mine[i] = malloc(128);
-    unsigned cap = cache_bin_ncached_max(bin_of(i128)), k = 0;
+    unsigned cap = tcache_bin_cap(tsd, i128), k = 0;
     while (ncached(i128) < cap)
         free(mine[k++]);
     bin_t *own = &tsd_arena(tsd)->bins[i128], *theirs = &arenas[o.arena]->bins[i128];
@@ -1215,7 +1276,7 @@ static void *refill_owner_main(void *arg)
     unsigned i96 = sc_size2index(96);
     tsd_t *t;
     cache_bin_t *b = owner_round_join(&o->r, &t);
-    o->n = cache_bin_ncached_max(b);
+    o->n = tcache_bin_cap(t, sc_size2index(96));
     o->nfill = o->n >> t->lg_fill_div[i96];
     owner_round_allocate_and_wait(&o->r, o->n);
     o->first = malloc(96);
@@ -1253,7 +1314,7 @@ static void *grow_owner_main(void *arg)
     unsigned i96 = sc_size2index(96);
     tsd_t *t;
     cache_bin_t *b = owner_round_join(&o->r, &t);
-    o->cap0 = cache_bin_ncached_max(b);
+    o->cap0 = tcache_bin_cap(t, sc_size2index(96));
     cr_assert_eq(o->cap0, tcache_bin_cap_init(i96));
     owner_round_allocate_and_wait(&o->r, 2 * o->cap0);
     /* The first fill takes cap0 of the 2 x cap0 remote objects; use them up
@@ -1270,7 +1331,7 @@ static void *grow_owner_main(void *arg)
         ps[n++] = malloc(96);
     uint64_t nm0 = st->nmalloc;
     ps[n++] = malloc(96);
-    o->cap1 = cache_bin_ncached_max(b);
+    o->cap1 = tcache_bin_cap(t, sc_size2index(96));
     o->nfill_slabs = (unsigned)(st->nmalloc - nm0);
     o->nfill_first = MA_MAX(o->cap0 >> t->lg_fill_div[i96], 1u);
     for (unsigned i = 0; i < n; i++)
@@ -1409,7 +1470,7 @@ Test(tcache, a_thrashing_bin_grows_and_a_freeing_thread_does_not)
     const size_t S = 64;
     const unsigned ind = sc_size2index(S);
     tcache_flush(tsd);
-    unsigned cap0 = cache_bin_ncached_max(bin_of(ind));
+    unsigned cap0 = tcache_bin_cap(tsd, ind);
     cr_assert_eq(cap0, tcache_bin_cap_init(ind));
     enum { N = 4 * TCACHE_NSLOTS_SMALL_MAX };
     static void *ps[N];
@@ -1420,7 +1481,7 @@ Test(tcache, a_thrashing_bin_grows_and_a_freeing_thread_does_not)
     tsd->flushed[ind] = 0;
     for (unsigned i = 0; i < N; i++)
         free(ps[i]);
-    cr_assert_eq(cache_bin_ncached_max(bin_of(ind)), cap0, "a freeing thread's bin grew");
+    cr_assert_eq(tcache_bin_cap(tsd, ind), cap0, "a freeing thread's bin grew");
     /* Batches of 1000 allocated and freed again: the bin doubles until a
      * batch fits (without GC steps in between: they reset the evidence). */
     unsigned caps[8];
@@ -1429,7 +1490,7 @@ Test(tcache, a_thrashing_bin_grows_and_a_freeing_thread_does_not)
             ps[i] = malloc(S);
         for (unsigned i = 0; i < 1000; i++)
             free(ps[i]);
-        caps[round] = cache_bin_ncached_max(bin_of(ind));
+        caps[round] = tcache_bin_cap(tsd, ind);
     }
     unsigned want = MA_MIN(tcache_bin_cap_max(ind), 1024u);
     cr_assert_geq(caps[7], MA_MIN(want, 1000u), "after 8 batches the bin holds %u, cannot keep a batch of 1000", caps[7]);
@@ -1438,11 +1499,11 @@ Test(tcache, a_thrashing_bin_grows_and_a_freeing_thread_does_not)
      * previous step, which ends the interval of the batches above) halves
      * it (toward the first capacity), after flushing them. */
     gc_step_on(ind);
-    unsigned before = cache_bin_ncached_max(bin_of(ind));
+    unsigned before = tcache_bin_cap(tsd, ind);
     b_set_low_water_to_head(ind);
     gc_step_on(ind);
     if (before > tcache_bin_cap_init(ind))
-        cr_assert_eq(cache_bin_ncached_max(bin_of(ind)), MA_MAX(before / 2, tcache_bin_cap_init(ind)),
+        cr_assert_eq(tcache_bin_cap(tsd, ind), MA_MAX(before / 2, tcache_bin_cap_init(ind)),
                      "an idle grown bin shrinks");
 }
 
@@ -1459,7 +1520,7 @@ static void assert_bins_packed(void)
 {
     for (unsigned i = 0; i < tsd->tcache_nbins; i++) {
         void **empty = cache_bin_empty_pos(bin_of(i));
-        void **full = empty - cache_bin_ncached_max(bin_of(i));
+        void **full = empty - tcache_bin_cap(tsd, i);
         cr_assert_geq((uintptr_t)full, (uintptr_t)region_start(i), "class %zu overlaps the bin below",
                       sc_index2size(i));
         cr_assert_leq((uintptr_t)empty, (uintptr_t)((char *)tsd->stack_block + tcache_block_bytes()),
@@ -1511,7 +1572,7 @@ Test(tcache, a_bin_that_outgrows_its_region_moves_the_bins_above_with_their_obje
         cr_assert_gt(nheld[c - grow], 0);
         memcpy(held[c - grow], bin_of(c)->head, nheld[c - grow] * sizeof(void *));
     }
-    unsigned cap0 = cache_bin_ncached_max(bin_of(grow));
+    unsigned cap0 = tcache_bin_cap(tsd, grow);
     enum { N = 1000 };
     static void *ps[N];
     for (int round = 0; round < 4; round++) {
@@ -1520,7 +1581,7 @@ Test(tcache, a_bin_that_outgrows_its_region_moves_the_bins_above_with_their_obje
         for (unsigned i = 0; i < N; i++)
             free(ps[i]);
     }
-    cr_assert_gt(cache_bin_ncached_max(bin_of(grow)), cap0, "the 16 B bin did not grow");
+    cr_assert_gt(tcache_bin_cap(tsd, grow), cap0, "the 16 B bin did not grow");
     assert_bins_packed();
     for (unsigned c = grow + 1; c <= grow + NCLASS; c++) {
         cr_assert_eq(ncached(c), nheld[c - grow], "class %zu lost objects", sc_index2size(c));
@@ -1558,8 +1619,8 @@ Test(tcache, bins_of_classes_of_a_page_or_more_grow_past_their_first_capacity)
             for (unsigned i = 0; i < n; i++)
                 free(ps[i]);
         }
-        cr_assert_geq(cache_bin_ncached_max(bin_of(ind)), n, "class %zu: capacity %u, first %u, batch %u",
-                      sc_index2size(ind), cache_bin_ncached_max(bin_of(ind)), cap0, n);
+        cr_assert_geq(tcache_bin_cap(tsd, ind), n, "class %zu: capacity %u, first %u, batch %u",
+                      sc_index2size(ind), tcache_bin_cap(tsd, ind), cap0, n);
         cr_assert_eq(bin->stats.nfills, fills, "class %zu: the batch is still filled from slabs", sc_index2size(ind));
         tested++;
     }
@@ -1615,7 +1676,7 @@ static void thrash_within_budget(bool remote, bool pages)
     }
     size_t grown = 0, grown_other = 0;
     for (unsigned ind = 0; ind < tsd->tcache_nbins; ind++) {
-        unsigned cap = cache_bin_ncached_max(bin_of(ind));
+        unsigned cap = tcache_bin_cap(tsd, ind);
         cr_assert_geq(cap, tcache_bin_cap_init(ind), "class %zu below its first capacity", sc_index2size(ind));
         size_t g = (size_t)(cap - tcache_bin_cap_init(ind)) * sc_index2size(ind);
         *((sc_index2size(ind) >= PAGE) == pages ? &grown : &grown_other) += g;

@@ -31,7 +31,6 @@ bool arena_boot(unsigned narenas)
     if (narenas > ARENAS_MAX)
         narenas = ARENAS_MAX;
     arena_narenas = narenas;
-    rtree_fastmap_init(&rtree_linemap);
     return arena_get(0) != NULL;
 }
 

@@ -251,6 +251,16 @@ static bool rtree_prepare(uintptr_t addr, size_t size)
 /* Every pool by its index: an active slab finds the fast map of the arena
  * using it through arena_ind (extent_t keeps no pointer to it). */
 MA_LARGE_BSS static extent_pool_t *pools_by_ind[EXTENT_POOL_IND_MAX + 1];
+static unsigned pools_ind_end; /* past the highest index in pools_by_ind (read untouched: .lbss) */
+
+/* The pools that lend each other dirty pages ("Shared pools" below), in the order
+ * they joined; the first SHARED_FASTMAPS_MAX also share the marks of slabs
+ * of whole-line classes (slab_fastmaps_write). */
+#define SHARED_POOLS_MAX 64 /* pools of arenas created later keep to themselves */
+#define SHARED_FASTMAPS_MAX 16
+static extent_pool_t *shared_pools[SHARED_POOLS_MAX];
+static unsigned shared_npools;
+static ma_mutex_t shared_lock = MA_MUTEX_INITIALIZER;
 
 _Static_assert(sizeof(extent_pool_t) % 8 == 0 && sizeof(decay_t) % 8 == 0, "cleared by whole words");
 
@@ -270,6 +280,9 @@ void extent_pool_init(extent_pool_t *pool, unsigned ind, bool nohuge)
     decay_init(&pool->decay_muzzy, extent_opt_muzzy_decay_ms, now);
     decay_hold_init(&pool->hold, extent_opt_dirty_hold_ms, now, 0);
     ma_store_release(&pools_by_ind[ind], pool);
+    unsigned end = ma_load_relaxed(&pools_ind_end);
+    while (end <= ind && !ma_cas(&pools_ind_end, &end, ind + 1))
+        ;
 }
 
 /* Map a new chunk of at least esize bytes into the retained set. */
@@ -356,16 +369,30 @@ static rtree_fastmap_t *slab_fastmap(const extent_t *e)
     return sc_index2size(e->szind) <= UINT16_MAX ? pools_by_ind[e->arena_ind]->fastmap : NULL;
 }
 
-/* Mark slab e's pages as class ind1 - 1 (0: none) in its fast map, if it
- * has one, and, for classes of whole cache lines, in the line map. */
+/* Mark slab e's pages as class ind1 - 1 (0: none) in its arena's fast map
+ * and, for classes of whole cache lines (rtree_line_class), in those of the
+ * first SHARED_FASTMAPS_MAX shared pools too: any thread may cache such an
+ * object, and free's fast path then finds another arena's in its own map
+ * (rtree.h). A pool shared after e was marked does not see it: its zero
+ * bytes send those frees to the slow path, which is always correct. */
 static void slab_fastmaps_write(const extent_t *e, unsigned ind1)
 {
-    rtree_fastmap_t *fm = slab_fastmap(e);
-    if (fm == NULL)
+    rtree_fastmap_t *own = slab_fastmap(e);
+    if (own == NULL)
         return;
-    rtree_fastmap_write(fm, e->addr, e->size, ind1);
-    if (rtree_on_linemap(e->szind))
-        rtree_fastmap_write(&rtree_linemap, e->addr, e->size, ind1);
+    bool own_written = false;
+    if (rtree_line_class(e->szind)) {
+        unsigned n = MA_MIN(ma_load_acquire(&shared_npools), SHARED_FASTMAPS_MAX);
+        for (unsigned i = 0; i < n; i++) {
+            rtree_fastmap_t *fm = ma_load_relaxed(&shared_pools[i])->fastmap;
+            if (fm == NULL)
+                continue;
+            rtree_fastmap_write(fm, e->addr, e->size, ind1);
+            own_written |= fm == own;
+        }
+    }
+    if (!own_written)
+        rtree_fastmap_write(own, e->addr, e->size, ind1);
 }
 
 void extent_slab_set_bypass(extent_t *e, bool bypass)
@@ -475,23 +502,54 @@ fail:
  * (the taker already holds its own pool's lock, and nothing else ever
  * holds two), skipping pools with no dirty pages without locking them.
  */
-#define SHARED_POOLS_MAX 64 /* pools of arenas created later keep to themselves */
 /* A thread that allocates 100 MB/s ticks (every TE_PERIODIC_INTERVAL_MAX
  * bytes at most) well within this. */
 #define EXTENT_BUSY_NS ((uint64_t)10 * 1000 * 1000)
-static extent_pool_t *shared_pools[SHARED_POOLS_MAX];
-static unsigned shared_npools;
-static ma_mutex_t shared_lock = MA_MUTEX_INITIALIZER;
+/* Mark in fm, which slab_fastmaps_write already writes, the slabs of
+ * whole-line classes that other arenas made before: those of the arena of
+ * the thread that set up a program's heap (larson's) would otherwise take
+ * free's slow path from every later arena's threads for good. Each pool's
+ * chunks under its lock, where its slabs' marks are written (a sparse
+ * slab's under its bin's lock: marked here meanwhile, its frees are cached
+ * a while longer, as a policy, never in the wrong bin). */
+static void fastmap_backfill(rtree_fastmap_t *fm)
+{
+    unsigned end = ma_load_acquire(&pools_ind_end);
+    for (unsigned i = 0; i < end; i++) {
+        extent_pool_t *pool = ma_load_acquire(&pools_by_ind[i]);
+        if (pool == NULL || pool->fastmap == fm)
+            continue;
+        ma_mutex_lock(&pool->lock);
+        for (chunk_t *c = pool->chunks; c != NULL; c = c->next) {
+            for (uintptr_t a = c->base; a < c->base + c->size;) {
+                rtree_elm_t elm = rtree_lookup(a);
+                const extent_t *e = rtree_elm_extent(elm);
+                if ((elm & RTREE_SLAB) && e->addr == a) {
+                    if (rtree_line_class(e->szind) && !ma_load_relaxed(&e->cache_bypass))
+                        rtree_fastmap_write(fm, e->addr, e->size, e->szind + 1u);
+                    a += e->size;
+                } else {
+                    a += PAGE;
+                }
+            }
+        }
+        ma_mutex_unlock(&pool->lock);
+    }
+}
 
 void extent_pool_share(extent_pool_t *pool)
 {
     ma_mutex_lock(&shared_lock);
+    bool maps_shared = false;
     if (!pool->shared && shared_npools < SHARED_POOLS_MAX) {
         pool->shared = true;
+        maps_shared = shared_npools < SHARED_FASTMAPS_MAX && pool->fastmap != NULL;
         shared_pools[shared_npools] = pool;
         ma_store_release(&shared_npools, shared_npools + 1);
     }
     ma_mutex_unlock(&shared_lock);
+    if (maps_shared)
+        fastmap_backfill(pool->fastmap);
 }
 
 /* The taken extent is registered as the taker's (its state, its page-map

@@ -14,8 +14,6 @@ static ma_mutex_t rtree_lock = MA_MUTEX_INITIALIZER; /* serialises leaf creation
 
 _Static_assert(SC_NBINS < 255, "the fast map stores binind + 1 in a byte");
 
-rtree_fastmap_t rtree_linemap;
-
 /* The user address space is 2^47 bytes on x86-64 (4-level paging). */
 #define FASTMAP_LG_SPACE 47
 /* A fallback map covers at most the first 2^38 bytes (a 64 MiB map). */
@@ -35,7 +33,7 @@ uintptr_t rtree_fastmap_fallback_pages(uintptr_t in_use)
  * the allocator's own memory (fm lives in it) sits in the low addresses, a
  * map of those: valgrind places a program's mappings in its first tens of
  * GiB and grants only two 32 GiB reservations, so the second arena on ran
- * without a map there (the first arena's and the line map take them) and
+ * without a map there (the first two arenas' maps take them) and
  * every free of its threads took the slow path: under callgrind, larson
  * 16 B-1 KiB with 8 threads counted 442 instructions per operation, 209
  * with the fallback (tcmalloc 212, the harness included). Where mappings live high, as in a

@@ -250,14 +250,14 @@ static MA_NOINLINE void free_sampled(void *p, rtree_elm_t elm)
 /* free's slow path. The object of another arena's slab (not sampled) is
  * the one free of a consumer thread: validated, counted, then straight
  * home to its slab (remote bits or list) with a tail call. dalloc_elm would send it
- * there too (free_remote_line has already cached those this thread may
+ * there too (free's fast path has already cached those this thread may
  * reuse), after a dozen tests and a stack frame: prodcons 1+1 under
  * callgrind, 138 -> 84 instructions per free, the remote push included.
  * The rest goes through free_elm, out of line so that its stack frame is
  * not set up here. */
 MA_NOINLINE void ma_free_slow(void *p)
 {
-    if (p == NULL || free_remote_line(p))
+    if (p == NULL)
         return;
     rtree_elm_t elm = rtree_lookup((uintptr_t)p);
     tsd_t *tsd = tsd_get();
@@ -474,7 +474,7 @@ bool opt_check_sized;
  * size when checks are on (or when it cannot be trusted), free. */
 MA_NOINLINE void ma_sdalloc_slow(void *p, size_t size, size_t align, int flags, const char *func)
 {
-    if (p == NULL || (!opt_check_sized && flags == 0 && free_remote_line(p)))
+    if (p == NULL)
         return;
     rtree_elm_t elm = ma_lookup_live(p, func);
     if (opt_check_sized) {
@@ -491,8 +491,9 @@ MA_NOINLINE void ma_sdalloc_slow(void *p, size_t size, size_t align, int flags, 
 }
 
 /* Sized frees take free's fast path: its one byte load from the fast map
- * gives the class and says the object is this arena's (which the size
- * alone could not: a remote object must not be cached here). With
+ * gives the class and says the object may be cached here (which the size
+ * alone could not: another arena's object of a class that shares cache
+ * lines must go home). With
  * check_sized they take the slow path, which compares the size. */
 MA_EXPORT void free_sized(void *p, size_t size)
 {

@@ -28,46 +28,25 @@ MA_INLINE bool alloc_fast(size_t size, void **out)
     return true;
 }
 
-/* Push p to the cache bin that map (of npages bytes, see rtree.h) names for
- * its page; false when the byte is 0 (not a slab of that map), the bin is
- * full, or (only_popped: another arena's object) the thread does not
- * allocate from the bin. */
-MA_INLINE bool free_to_cache(tsd_t TSD_SEG *tsd, const uint8_t *map, uintptr_t npages, void *p, bool only_popped)
+/* Object on a slab this thread may cache (its own arena's, or any arena's
+ * of a whole-line class: rtree.h), not sampled, not large, pushed to the
+ * thread cache. The fast map's byte for p's page indexes the bin; 0 (none
+ * of those) selects bin_none, which is always full. The push also fails
+ * when the bin is full or closed (cache_bin.h: a bin of a class the thread
+ * does not allocate takes no pushes, so a consumer's frees go home). */
+MA_INLINE bool free_fast(void *p)
 {
+    tsd_t TSD_SEG *tsd = tsd_fast();
     uintptr_t pg = (uintptr_t)p >> LG_PAGE;
-    if (unlikely(pg >= npages))
+    if (unlikely(pg >= tsd->fastmap_npages))
         return false;
-    uintptr_t ind1 = ma_load_relaxed(&map[pg]);
-    /* ind1 == 0 (not a slab object) selects bin_none, which is always full. */
+    uintptr_t ind1 = ma_load_relaxed(&tsd->fastmap[pg]);
     cache_bin_t TSD_SEG *bin =
         (cache_bin_t TSD_SEG *)((char TSD_SEG *)&tsd->bin_none + (ind1 << CACHE_BIN_LG_SIZE));
-    if (only_popped && !cache_bin_popped(bin))
-        return false;
     if (unlikely(!cache_bin_push_seg(bin, p)))
         return false;
     tsd->thread_deallocated += bin->usize;
     return true;
-}
-
-/* Object on a slab of this thread's arena (not sampled, not large, not
- * another arena's) pushed to the thread cache. */
-MA_INLINE bool free_fast(void *p)
-{
-    tsd_t TSD_SEG *tsd = tsd_fast();
-    return free_to_cache(tsd, tsd->fastmap, tsd->fastmap_npages, p, false);
-}
-
-/* The first step of free's slow path: another arena's object of a class of
- * whole cache lines, pushed to this thread's cache (the line map, rtree.h)
- * if the thread allocates that class. Only for a thread that has a fast
- * map (one set up and not exited) and has filled a bin: linemap_npages is
- * 0 otherwise (tsd.h), and a consumer's frees, which find no bin popped,
- * skip the lookup (prodcons 1+1 under callgrind: 256.1 -> 243.8
- * instructions per object). */
-MA_INLINE bool free_remote_line(void *p)
-{
-    tsd_t TSD_SEG *tsd = tsd_fast();
-    return free_to_cache(tsd, rtree_linemap.map, tsd->linemap_npages, p, true);
 }
 
 #endif

@@ -24,6 +24,16 @@
  *   on free's fast path (see the fast map in rtree.h).
  * - A disabled bin has head == low_water == full == empty (all on a dummy
  *   slot): every push and pop fails to the slow path.
+ * - An open bin's full is empty less its capacity (kept in the thread
+ *   state: tsd.h, bin_cap). A closed bin's full is where head stood when it
+ *   closed: it takes no pushes but into the room its pops made since.
+ *   A bin is closed while its thread does not allocate its class: from the
+ *   start, and from a GC step that finds it unpopped since the previous
+ *   one, until its next fill, GC step with pops, or free of the thread's
+ *   own object into it (tcache.c). Free's fast path caches other arenas'
+ *   objects of whole-line classes (rtree.h) without a test of its own: a
+ *   closed bin refuses them, so a thread that only frees a class (a
+ *   consumer) sends those home instead of pinning them.
  */
 #ifndef MYALLOC_CACHE_BIN_H
 #define MYALLOC_CACHE_BIN_H
@@ -52,11 +62,6 @@ MA_INLINE uint16_t cache_bin_bits(void **pos) { return (uint16_t)(uintptr_t)pos;
 MA_INLINE void **cache_bin_empty_pos(const cache_bin_t *b)
 {
     return b->head + (uint16_t)(b->empty - cache_bin_bits(b->head)) / sizeof(void *);
-}
-
-MA_INLINE unsigned cache_bin_ncached_max(const cache_bin_t *b)
-{
-    return (uint16_t)(b->empty - b->full) / sizeof(void *);
 }
 
 MA_INLINE unsigned cache_bin_ncached(const cache_bin_t *b)

@@ -110,9 +110,28 @@ static void bin_disable(cache_bin_t *b)
     b->nrequests = 0;
 }
 
-static void bin_set_cap(cache_bin_t *b, unsigned cap)
+/* Open and closed bins: cache_bin.h. */
+static void bin_open(tsd_t *tsd, unsigned ind)
 {
-    b->full = cache_bin_bits(cache_bin_empty_pos(b) - cap);
+    cache_bin_t *b = &tsd->bins[ind];
+    b->full = cache_bin_bits(cache_bin_empty_pos(b) - tsd->bin_cap[ind]);
+}
+
+static bool bin_closed(const tsd_t *tsd, unsigned ind)
+{
+    const cache_bin_t *b = &tsd->bins[ind];
+    return b->full != cache_bin_bits(cache_bin_empty_pos(b) - tsd->bin_cap[ind]);
+}
+
+static void bin_close(cache_bin_t *b) { b->full = cache_bin_bits(b->head); }
+
+/* Open bins take the new capacity at once, closed ones when they open. */
+static void bin_set_cap(tsd_t *tsd, unsigned ind, unsigned cap)
+{
+    bool closed = bin_closed(tsd, ind);
+    tsd->bin_cap[ind] = (uint16_t)cap;
+    if (!closed)
+        bin_open(tsd, ind);
 }
 
 /*
@@ -159,12 +178,14 @@ static void bins_enable(tsd_t *tsd)
         cache_bin_t *b = &tsd->bins[i];
         if (i >= tsd->tcache_nbins) {
             bin_disable(b);
+            tsd->bin_cap[i] = 0;
             continue;
         }
         pos += bin_cap_init[i];
         b->head = pos;
         b->low_water = b->empty = cache_bin_bits(pos);
-        bin_set_cap(b, bin_cap_init[i]);
+        tsd->bin_cap[i] = bin_cap_init[i];
+        bin_close(b); /* until the thread allocates the class */
         b->usize = sc_index2size(i) <= UINT16_MAX ? (uint16_t)sc_index2size(i) : 0;
         b->nrequests = 0;
         tsd->lg_fill_div[i] = (uint8_t)tcache_bin_lg_fill_init(i);
@@ -175,8 +196,10 @@ static void bins_enable(tsd_t *tsd)
 
 static void bins_disable(tsd_t *tsd)
 {
-    for (unsigned i = 0; i < TCACHE_NBINS_LIMIT; i++)
+    for (unsigned i = 0; i < TCACHE_NBINS_LIMIT; i++) {
         bin_disable(&tsd->bins[i]);
+        tsd->bin_cap[i] = 0;
+    }
 }
 
 bool tcache_init(tsd_t *tsd)
@@ -207,7 +230,7 @@ static void bin_flush_oldest(tsd_t *tsd, unsigned ind, unsigned nflush)
     void **items = empty - nflush;
     if (ind < SC_NBINS) {
         extent_t *slabs[TCACHE_FLUSH_BATCH];
-        /* Remote objects here came in through the line map (fastpath.h). */
+        /* Remote objects here came in through free's fast path (rtree.h). */
         uint32_t home = tsd->arena != NULL ? tsd->arena->ind : UINT32_MAX;
         bool remote = false;
         for (unsigned done = 0; done < nflush; done += TCACHE_FLUSH_BATCH) {
@@ -258,7 +281,7 @@ void *tcache_alloc_hard(tsd_t *tsd, unsigned ind)
     }
     /* Overflowed and flushed, and now empty again, since the last GC step:
      * the bin is too small for what this thread cycles through. */
-    unsigned cap = cache_bin_ncached_max(b);
+    unsigned cap = tsd->bin_cap[ind];
     if (tsd->flushed[ind] && cap < bin_nslots[ind]) {
         /* Within the thread's budget for grown bins. */
         size_t usize = sc_index2size(ind);
@@ -269,7 +292,7 @@ void *tcache_alloc_hard(tsd_t *tsd, unsigned ind)
             *account += (grown - cap) * usize;
             cap = grown;
             bin_reserve(tsd, ind, cap);
-            bin_set_cap(b, cap);
+            bin_set_cap(tsd, ind, cap);
         }
         tsd->flushed[ind] = 0;
     }
@@ -285,8 +308,8 @@ void *tcache_alloc_hard(tsd_t *tsd, unsigned ind)
     unsigned got = arena_fill_small_max(tsd_arena(tsd), ind, empty - cap, nfill, cap);
     if (got == 0)
         return NULL;
-    /* Popping from now on: remote frees of whole-line objects may come here. */
-    tsd->linemap_npages = tsd->fastmap_npages != 0 ? rtree_linemap.npages : 0;
+    /* Allocating the class: other arenas' frees of it may come here. */
+    bin_open(tsd, ind);
     /* Other threads' frees filled the bin whole (only those can: a fill
      * takes at most nfill from the slabs): more came back than it holds,
      * and the rest went into the slabs' bitmaps, for later fills to take
@@ -315,8 +338,14 @@ void *tcache_alloc_hard(tsd_t *tsd, unsigned ind)
 void tcache_dalloc_hard(tsd_t *tsd, unsigned ind, void *p)
 {
     cache_bin_t *b = &tsd->bins[ind];
+    /* The thread's own object (dalloc_elm): it uses the class after all. */
+    if (bin_closed(tsd, ind)) {
+        bin_open(tsd, ind);
+        if (cache_bin_push_fast(b, p))
+            return;
+    }
     tsd->flushed[ind] = 1;
-    bin_flush_oldest(tsd, ind, MA_MAX(cache_bin_ncached_max(b) / 4, 1));
+    bin_flush_oldest(tsd, ind, MA_MAX(tsd->bin_cap[ind] / 4, 1));
     bool pushed = cache_bin_push_fast(b, p);
     (void)pushed; /* there is room after the flush */
 }
@@ -330,7 +359,7 @@ void tcache_gc_step(tsd_t *tsd)
     if (tsd->gc_cursor == 0 && tsd->remote_cycles != 0)
         tsd->remote_cycles--;
     cache_bin_t *b = &tsd->bins[ind];
-    unsigned lw = cache_bin_low_water_count(b), cap = cache_bin_ncached_max(b);
+    unsigned lw = cache_bin_low_water_count(b), cap = tsd->bin_cap[ind];
     uint64_t pops = b->gc_pops + b->nrequests;
     if (lw > 0) {
         /* lw objects sat unused since the last step: give back 3/4 of what
@@ -346,7 +375,7 @@ void tcache_gc_step(tsd_t *tsd)
         if (lw >= cap / 2 && cap > bin_cap_init[ind] && cache_bin_ncached(b) <= cap / 2) {
             unsigned shrunk = MA_MAX(cap / 2, bin_cap_init[ind]);
             *tcache_bin_growth_account(tsd, ind) -= (cap - shrunk) * sc_index2size(ind);
-            bin_set_cap(b, shrunk);
+            bin_set_cap(tsd, ind, shrunk);
         }
         if (tsd->lg_fill_div[ind] < bin_lg_fill_max[ind])
             tsd->lg_fill_div[ind]++;
@@ -356,6 +385,10 @@ void tcache_gc_step(tsd_t *tsd)
     tsd->ran_empty[ind] = 0;
     tsd->flushed[ind] = 0;
     b->low_water = cache_bin_bits(b->head);
+    if (pops == 0)
+        bin_close(b);
+    else
+        bin_open(tsd, ind);
     bin_merge_requests(tsd, ind);
     b->gc_pops = 0;
 }

@@ -99,6 +99,9 @@ void tcache_destroy(tsd_t *tsd);
 /* The size of one thread's cache block (metadata; recycled at thread exit). */
 size_t tcache_block_bytes(void);
 
+/* The capacity of the thread's bin ind (0 while its cache is disabled). */
+MA_INLINE unsigned tcache_bin_cap(const tsd_t *tsd, unsigned ind) { return tsd->bin_cap[ind]; }
+
 /* Refill bin ind, empty (a pop failed), from the arena and pop. NULL when
  * out of memory. */
 void *tcache_alloc_hard(tsd_t *tsd, unsigned ind);

@@ -29,7 +29,6 @@ static void tsd_cleanup(void *arg)
     /* tsd->arena stays: late frees and mallocs of other destructors use it;
      * they no longer take the fast path. */
     tsd->fastmap_npages = 0;
-    tsd->linemap_npages = 0;
     void (*all_left)(void) = ma_load_acquire(&tsd_on_all_left);
     if (arena_left && all_left != NULL && arena_nthreads_total() == 0)
         all_left();

@@ -39,15 +39,12 @@ enum tsd_state {
  * - thread_allocated / thread_deallocated count usable bytes, monotonic.
  * - bin_none is never written: zero, so (uint16)head == full, always full.
  * - fastmap / fastmap_npages are those of `arena` (0 while there is none), so
- *   free's fast path caches only objects of this thread's own arena. Of the
- *   others (remote frees), those of whole-line classes are cached too, by
- *   the first step of the slow path (the line map, rtree.h; only while
- *   linemap_npages != 0); the rest go back to their own slabs
- *   (arena_dalloc_remote).
- * - linemap_npages is the line map's bound once the thread has filled a
- *   bin, while fastmap_npages != 0, and 0 otherwise: a thread that never
- *   allocated (a consumer) would find every bin unpopped, so its frees skip
- *   the line map without looking it up.
+ *   free's fast path caches the objects its arena's map marks (rtree.h): the
+ *   arena's own and other arenas' of whole-line classes; the latter only
+ *   into open bins (cache_bin.h), those the thread allocates from. The other
+ *   remote frees go back to their own slabs (arena_dalloc_remote).
+ * - bin_cap[i] is bins[i]'s capacity: its full position when open is
+ *   empty - bin_cap[i] slots (tcache.c).
  */
 typedef struct tsd {
     /* --- fast line --- */
@@ -56,8 +53,7 @@ typedef struct tsd {
     uint64_t thread_deallocated;
     uint8_t *fastmap;           /* this thread's arena's fast map (rtree.h) */
     uintptr_t fastmap_npages;   /* its bound; 0 when there is none */
-    uintptr_t linemap_npages;   /* the line map's bound, or 0 (see above) */
-    uint64_t pad_[2];           /* bins start 32-byte aligned */
+    uint64_t pad_[3];           /* bins start 32-byte aligned */
     /* bin_none + (class + 1) is bins[class]. free's fast path indexes from
      * here with the fast map's byte, so a 0 byte (not a slab) lands on
      * bin_none, which stays all-zero and therefore always full: the push
@@ -77,6 +73,7 @@ typedef struct tsd {
     uint8_t lg_fill_div[TCACHE_NBINS_LIMIT];
     uint8_t ran_empty[TCACHE_NBINS_LIMIT];  /* refilled since the last GC step */
     uint8_t flushed[TCACHE_NBINS_LIMIT];    /* overflowed since the last GC step */
+    uint16_t bin_cap[TCACHE_NBINS_LIMIT];   /* capacities (see above) */
     size_t cap_bytes;           /* growth of the bins of classes below a page: capacity x size */
     size_t cap_bytes_pages;     /* the same for the classes of a page or more */
     uint8_t remote_cycles;      /* GC cycles left that count as freeing others' objects */
@@ -129,7 +126,6 @@ MA_INLINE void tsd_set_arena(tsd_t *tsd, arena_t *a)
     tsd->arena = a;
     tsd->fastmap = a != NULL ? a->fastmap.map : NULL;
     tsd->fastmap_npages = a != NULL ? a->fastmap.npages : 0;
-    tsd->linemap_npages = 0; /* until the next fill */
 }
 
 /* The arena this thread allocates from (bound on first use). */
