@@ -854,7 +854,7 @@ Test(tcache, a_thread_that_does_not_allocate_a_class_sends_its_remote_objects_ho
 static bool bin_is_closed(const tsd_t *t, unsigned ind)
 {
     const cache_bin_t *b = &t->bins[ind];
-    return b->full != cache_bin_bits(cache_bin_empty_pos(b) - t->bin_cap[ind]);
+    return b->full != cache_bin_bits(cache_bin_empty_pos(b) - b->cap);
 }
 
 /* A new thread's bins are closed: free's fast path, which finds another

@@ -24,8 +24,7 @@
  *   on free's fast path (see the fast map in rtree.h).
  * - A disabled bin has head == low_water == full == empty (all on a dummy
  *   slot): every push and pop fails to the slow path.
- * - An open bin's full is empty less its capacity (kept in the thread
- *   state: tsd.h, bin_cap). A closed bin's full is where head stood when it
+ * - An open bin's full is empty less cap slots. A closed bin's full is where head stood when it
  *   closed: it takes no pushes but into the room its pops made since.
  *   A bin is closed while its thread does not allocate its class: from the
  *   start, and from a GC step that finds it unpopped since the previous
@@ -47,7 +46,9 @@ typedef struct cache_bin {
     uint16_t empty;
     uint16_t usize;
     uint64_t nrequests;  /* pops not yet merged into the arena's bin stats */
-    uint64_t gc_pops;    /* pops merged since this bin's last GC step */
+    uint32_t gc_pops;    /* pops merged since this bin's last GC step (saturating) */
+    uint16_t cap;        /* capacity in slots (see "open" below) */
+    uint16_t unused_;
 } cache_bin_t;
 
 /* The size-class lookup table stores bin byte offsets (class << 5), and

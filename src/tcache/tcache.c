@@ -88,7 +88,7 @@ static void bin_merge_requests(tsd_t *tsd, unsigned ind)
     if (n == 0 || tsd->arena == NULL)
         return;
     b->nrequests = 0;
-    b->gc_pops += n;
+    b->gc_pops = (uint32_t)MA_MIN(b->gc_pops + n, (uint64_t)UINT32_MAX);
     if (ind < SC_NBINS)
         arena_bin_count_requests(tsd->arena, ind, n);
     else
@@ -108,19 +108,20 @@ static void bin_disable(cache_bin_t *b)
     b->low_water = b->full = b->empty = cache_bin_bits(pos);
     b->usize = 0;
     b->nrequests = 0;
+    b->cap = 0;
 }
 
 /* Open and closed bins: cache_bin.h. */
 static void bin_open(tsd_t *tsd, unsigned ind)
 {
     cache_bin_t *b = &tsd->bins[ind];
-    b->full = cache_bin_bits(cache_bin_empty_pos(b) - tsd->bin_cap[ind]);
+    b->full = cache_bin_bits(cache_bin_empty_pos(b) - b->cap);
 }
 
 static bool bin_closed(const tsd_t *tsd, unsigned ind)
 {
     const cache_bin_t *b = &tsd->bins[ind];
-    return b->full != cache_bin_bits(cache_bin_empty_pos(b) - tsd->bin_cap[ind]);
+    return b->full != cache_bin_bits(cache_bin_empty_pos(b) - b->cap);
 }
 
 static void bin_close(cache_bin_t *b) { b->full = cache_bin_bits(b->head); }
@@ -129,7 +130,7 @@ static void bin_close(cache_bin_t *b) { b->full = cache_bin_bits(b->head); }
 static void bin_set_cap(tsd_t *tsd, unsigned ind, unsigned cap)
 {
     bool closed = bin_closed(tsd, ind);
-    tsd->bin_cap[ind] = (uint16_t)cap;
+    tsd->bins[ind].cap = (uint16_t)cap;
     if (!closed)
         bin_open(tsd, ind);
 }
@@ -178,13 +179,12 @@ static void bins_enable(tsd_t *tsd)
         cache_bin_t *b = &tsd->bins[i];
         if (i >= tsd->tcache_nbins) {
             bin_disable(b);
-            tsd->bin_cap[i] = 0;
             continue;
         }
         pos += bin_cap_init[i];
         b->head = pos;
         b->low_water = b->empty = cache_bin_bits(pos);
-        tsd->bin_cap[i] = bin_cap_init[i];
+        b->cap = bin_cap_init[i];
         bin_close(b); /* until the thread allocates the class */
         b->usize = sc_index2size(i) <= UINT16_MAX ? (uint16_t)sc_index2size(i) : 0;
         b->nrequests = 0;
@@ -196,10 +196,8 @@ static void bins_enable(tsd_t *tsd)
 
 static void bins_disable(tsd_t *tsd)
 {
-    for (unsigned i = 0; i < TCACHE_NBINS_LIMIT; i++) {
+    for (unsigned i = 0; i < TCACHE_NBINS_LIMIT; i++)
         bin_disable(&tsd->bins[i]);
-        tsd->bin_cap[i] = 0;
-    }
 }
 
 bool tcache_init(tsd_t *tsd)
@@ -281,7 +279,7 @@ void *tcache_alloc_hard(tsd_t *tsd, unsigned ind)
     }
     /* Overflowed and flushed, and now empty again, since the last GC step:
      * the bin is too small for what this thread cycles through. */
-    unsigned cap = tsd->bin_cap[ind];
+    unsigned cap = b->cap;
     if (tsd->flushed[ind] && cap < bin_nslots[ind]) {
         /* Within the thread's budget for grown bins. */
         size_t usize = sc_index2size(ind);
@@ -345,7 +343,7 @@ void tcache_dalloc_hard(tsd_t *tsd, unsigned ind, void *p)
             return;
     }
     tsd->flushed[ind] = 1;
-    bin_flush_oldest(tsd, ind, MA_MAX(tsd->bin_cap[ind] / 4, 1));
+    bin_flush_oldest(tsd, ind, MA_MAX(b->cap / 4, 1));
     bool pushed = cache_bin_push_fast(b, p);
     (void)pushed; /* there is room after the flush */
 }
@@ -359,7 +357,7 @@ void tcache_gc_step(tsd_t *tsd)
     if (tsd->gc_cursor == 0 && tsd->remote_cycles != 0)
         tsd->remote_cycles--;
     cache_bin_t *b = &tsd->bins[ind];
-    unsigned lw = cache_bin_low_water_count(b), cap = tsd->bin_cap[ind];
+    unsigned lw = cache_bin_low_water_count(b), cap = b->cap;
     uint64_t pops = b->gc_pops + b->nrequests;
     if (lw > 0) {
         /* lw objects sat unused since the last step: give back 3/4 of what

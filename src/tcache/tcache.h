@@ -100,7 +100,7 @@ void tcache_destroy(tsd_t *tsd);
 size_t tcache_block_bytes(void);
 
 /* The capacity of the thread's bin ind (0 while its cache is disabled). */
-MA_INLINE unsigned tcache_bin_cap(const tsd_t *tsd, unsigned ind) { return tsd->bin_cap[ind]; }
+MA_INLINE unsigned tcache_bin_cap(const tsd_t *tsd, unsigned ind) { return tsd->bins[ind].cap; }
 
 /* Refill bin ind, empty (a pop failed), from the arena and pop. NULL when
  * out of memory. */

@@ -43,8 +43,6 @@ enum tsd_state {
  *   arena's own and other arenas' of whole-line classes; the latter only
  *   into open bins (cache_bin.h), those the thread allocates from. The other
  *   remote frees go back to their own slabs (arena_dalloc_remote).
- * - bin_cap[i] is bins[i]'s capacity: its full position when open is
- *   empty - bin_cap[i] slots (tcache.c).
  */
 typedef struct tsd {
     /* --- fast line --- */
@@ -73,7 +71,6 @@ typedef struct tsd {
     uint8_t lg_fill_div[TCACHE_NBINS_LIMIT];
     uint8_t ran_empty[TCACHE_NBINS_LIMIT];  /* refilled since the last GC step */
     uint8_t flushed[TCACHE_NBINS_LIMIT];    /* overflowed since the last GC step */
-    uint16_t bin_cap[TCACHE_NBINS_LIMIT];   /* capacities (see above) */
     size_t cap_bytes;           /* growth of the bins of classes below a page: capacity x size */
     size_t cap_bytes_pages;     /* the same for the classes of a page or more */
     uint8_t remote_cycles;      /* GC cycles left that count as freeing others' objects */
