@@ -19,6 +19,12 @@
 #define MA_NOINLINE __attribute__((noinline))
 #define MA_COLD     __attribute__((cold, noinline))
 #define MA_EXPORT   __attribute__((visibility("default")))
+/* An entry point whose fast path is inline in it starts on a cache line:
+ * where it starts otherwise follows from everything linked before it, and
+ * the pair loop's time with it (make bench's pair-16 took 8% more CPU time
+ * after an unrelated change moved free from offset 0x30 of its line to
+ * 0x00 and malloc from 0x20 to 0x30; aligned, both builds ran alike). */
+#define MA_ENTRY_ALIGNED __attribute__((aligned(64)))
 /* On an extern declaration: lets the compiler reach the object RIP-relative
  * (the fast paths' tables), since -fvisibility=hidden covers definitions
  * only. */

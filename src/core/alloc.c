@@ -348,7 +348,7 @@ out:
  * Standard entry points.
  */
 
-MA_EXPORT void *malloc(size_t size)
+MA_EXPORT MA_ENTRY_ALIGNED void *malloc(size_t size)
 {
     void *p;
     if (likely(alloc_fast(size, &p)))
@@ -356,14 +356,14 @@ MA_EXPORT void *malloc(size_t size)
     return ma_alloc_slow(size, 0, 0, MA_CALLER());
 }
 
-MA_EXPORT void free(void *p)
+MA_EXPORT MA_ENTRY_ALIGNED void free(void *p)
 {
     if (likely(free_fast(p)))
         return;
     ma_free_slow(p);
 }
 
-MA_EXPORT void *calloc(size_t n, size_t size)
+MA_EXPORT MA_ENTRY_ALIGNED void *calloc(size_t n, size_t size)
 {
     size_t total;
     if (unlikely(__builtin_mul_overflow(n, size, &total))) {
@@ -495,14 +495,14 @@ MA_NOINLINE void ma_sdalloc_slow(void *p, size_t size, size_t align, int flags, 
  * alone could not: another arena's object of a class that shares cache
  * lines must go home). With
  * check_sized they take the slow path, which compares the size. */
-MA_EXPORT void free_sized(void *p, size_t size)
+MA_EXPORT MA_ENTRY_ALIGNED void free_sized(void *p, size_t size)
 {
     if (likely(!opt_check_sized) && likely(free_fast(p)))
         return;
     ma_sdalloc_slow(p, size, 0, 0, "free_sized");
 }
 
-MA_EXPORT void free_aligned_sized(void *p, size_t align, size_t size)
+MA_EXPORT MA_ENTRY_ALIGNED void free_aligned_sized(void *p, size_t align, size_t size)
 {
     if (likely(!opt_check_sized) && likely(free_fast(p)))
         return;

@@ -33,7 +33,7 @@ static size_t flags_usize(size_t size, int flags)
     return align <= QUANTUM ? sc_s2u(size) : sc_sa2u(size, align);
 }
 
-MA_EXPORT void *mallocx(size_t size, int flags)
+MA_EXPORT MA_ENTRY_ALIGNED void *mallocx(size_t size, int flags)
 {
     void *p;
     if (likely(flags == 0)) {
@@ -115,7 +115,7 @@ MA_EXPORT size_t xallocx(void *p, size_t size, size_t extra, int flags)
     return old;
 }
 
-MA_EXPORT void dallocx(void *p, int flags)
+MA_EXPORT MA_ENTRY_ALIGNED void dallocx(void *p, int flags)
 {
     if (likely(flags == 0)) {
         ma_free(p);
@@ -124,7 +124,7 @@ MA_EXPORT void dallocx(void *p, int flags)
     ma_dalloc_flags(p, flags);
 }
 
-MA_EXPORT void sdallocx(void *p, size_t size, int flags)
+MA_EXPORT MA_ENTRY_ALIGNED void sdallocx(void *p, size_t size, int flags)
 {
     if (likely(flags == 0) && likely(!opt_check_sized) && likely(free_fast(p)))
         return;
