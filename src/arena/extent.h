@@ -61,9 +61,10 @@ typedef struct chunk {
  *   (every region overlapping it is free in bitmap); the bit is cleared when
  *   a region on it is handed out again.
  * - An active slab of a class a cache bin holds (under 64 KiB) has its pages
- *   marked in the fast map of the arena using it (arena_ind), unless
- *   cache_bypass (a sparse slab, arena.c): then they are 0 there and in the
- *   line map. cache_bypass is false for every other active extent.
+ *   marked in the fast map of the arena using it (arena_ind), and, for a
+ *   whole-line class, in those of the first shared pools (rtree.h), unless
+ *   cache_bypass (a sparse slab, arena.c): then they are 0 in every map.
+ *   cache_bypass is false for every other active extent.
  * - Shared storage, by what the extent is: lru_* for a free extent (its
  *   set's LRU list) or a sampled one (the profiler's live list, prof.c);
  *   remote_* for an active slab, set to NULL when it becomes one. bitmap
