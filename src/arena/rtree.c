@@ -52,15 +52,6 @@ void rtree_fastmap_init(rtree_fastmap_t *fm)
     ma_store_release(&fm->npages, npages);
 }
 
-void rtree_fastmap_write(rtree_fastmap_t *fm, uintptr_t addr, size_t size, unsigned v)
-{
-    uintptr_t pg = addr >> LG_PAGE, n = size >> LG_PAGE;
-    if (fm == NULL || pg + n > fm->npages)
-        return; /* outside the map: lookups there miss, as they must */
-    for (uintptr_t i = 0; i < n; i++)
-        ma_store_relaxed(&fm->map[pg + i], (uint8_t)v);
-}
-
 MA_NOINLINE rtree_elm_t *rtree_leaf_create(uintptr_t i)
 {
     ma_mutex_lock(&rtree_lock);

@@ -102,7 +102,16 @@ void rtree_fastmap_init(rtree_fastmap_t *fm);
  * reserved and the highest address known in use is in_use: the first power
  * of two of bytes past four times it (at least 4 GiB), or 0 beyond 2^38. */
 uintptr_t rtree_fastmap_fallback_pages(uintptr_t in_use);
-void rtree_fastmap_write(rtree_fastmap_t *fm, uintptr_t addr, size_t size, unsigned v);
+/* Inline: a slab of a whole-line class is written into every shared map
+ * (extent.c), a few bytes each. */
+MA_INLINE void rtree_fastmap_write(rtree_fastmap_t *fm, uintptr_t addr, size_t size, unsigned v)
+{
+    uintptr_t pg = addr >> LG_PAGE, n = size >> LG_PAGE;
+    if (fm == NULL || pg + n > fm->npages)
+        return; /* outside the map: lookups there miss, as they must */
+    for (uintptr_t i = 0; i < n; i++)
+        ma_store_relaxed(&fm->map[pg + i], (uint8_t)v);
+}
 
 /* Element for address a, or 0 when no leaf covers it (also for addresses
  * beyond the user address space). */
