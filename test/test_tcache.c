@@ -849,14 +849,6 @@ Test(tcache, a_thread_that_does_not_allocate_a_class_sends_its_remote_objects_ho
     cr_assert_eq(pthread_join(th, NULL), 0);
 }
 
-/* Whether bin ind of thread state t takes no more pushes than its pops
- * made room for (cache_bin.h): full is not its capacity below empty. */
-static bool bin_is_closed(const tsd_t *t, unsigned ind)
-{
-    const cache_bin_t *b = &t->bins[ind];
-    return b->full != cache_bin_bits(cache_bin_empty_pos(b) - b->cap);
-}
-
 /* A new thread's bins are closed: free's fast path, which finds another
  * arena's whole-line objects in the thread's own fast map, pushes none of
  * them (a thread that only frees, a consumer, would pin them); a fill of
@@ -874,13 +866,13 @@ static void *closed_probe_main(void *arg)
     free(malloc(16)); /* thread state set up; a fill of 16 B only */
     tsd_t *t = tsd_fetch();
     c->marked = rtree_fastmap_lookup(&tsd_arena(t)->fastmap, (uintptr_t)c->owner->lines[0]) == i128 + 1;
-    c->closed_before = bin_is_closed(t, i128);
+    c->closed_before = cache_bin_closed(&t->bins[i128]);
     for (int i = 0; i < REMOTE_N / 2; i++)
         free(c->owner->lines[i]);
     c->cached_before_fill = cache_bin_ncached(&t->bins[i128]);
-    c->closed_after_frees = bin_is_closed(t, i128);
+    c->closed_after_frees = cache_bin_closed(&t->bins[i128]);
     void *a = malloc(128);
-    c->open_after_fill = !bin_is_closed(t, i128);
+    c->open_after_fill = !cache_bin_closed(&t->bins[i128]);
     unsigned before = cache_bin_ncached(&t->bins[i128]);
     for (int i = REMOTE_N / 2; i < REMOTE_N; i++)
         free(c->owner->lines[i]);
@@ -919,11 +911,11 @@ Test(tcache, a_gc_step_closes_a_bin_the_thread_stopped_allocating_from)
     void *mine[4];
     for (int i = 0; i < 4; i++)
         mine[i] = malloc(128);
-    cr_assert(!bin_is_closed(tsd, i128), "the bin is closed after a fill");
+    cr_assert(!cache_bin_closed(bin_of(i128)), "the bin is closed after a fill");
     /* Two rounds: the first merges the pops above, the second finds none. */
     for (unsigned r = 0; r < 2 * tsd->tcache_nbins; r++)
         tcache_gc_step(tsd);
-    cr_assert(bin_is_closed(tsd, i128), "an unused bin stayed open");
+    cr_assert(cache_bin_closed(bin_of(i128)), "an unused bin stayed open");
 
     remote_owner_t o = {.arena = other_arena()};
     pthread_t th = remote_owner_start(&o);
@@ -934,7 +926,7 @@ Test(tcache, a_gc_step_closes_a_bin_the_thread_stopped_allocating_from)
 
     free(mine[0]); /* own object: cached, and the bin opens */
     cr_assert_eq(ncached(i128), c0 + 1, "the thread's own object was not cached");
-    cr_assert(!bin_is_closed(tsd, i128), "a free of the thread's own object left the bin closed");
+    cr_assert(!cache_bin_closed(bin_of(i128)), "a free of the thread's own object left the bin closed");
     for (int i = 1; i < 4; i++)
         free(mine[i]);
     cr_assert_eq(ncached(i128), c0 + 4);
@@ -943,7 +935,7 @@ Test(tcache, a_gc_step_closes_a_bin_the_thread_stopped_allocating_from)
     void *again = malloc(128);
     for (unsigned r = 0; r < tsd->tcache_nbins; r++)
         tcache_gc_step(tsd);
-    cr_assert(!bin_is_closed(tsd, i128), "a GC step closed a bin with pops");
+    cr_assert(!cache_bin_closed(bin_of(i128)), "a GC step closed a bin with pops");
     free(again);
     arena_decay(arenas[o.arena], decay_now_ns(), 0);
     pthread_barrier_wait(&o.release);

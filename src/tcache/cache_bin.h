@@ -24,8 +24,9 @@
  *   on free's fast path (see the fast map in rtree.h).
  * - A disabled bin has head == low_water == full == empty (all on a dummy
  *   slot): every push and pop fails to the slow path.
- * - An open bin's full is empty less cap slots. A closed bin's full is where head stood when it
- *   closed: it takes no pushes but into the room its pops made since.
+ * - An open bin's full is empty less cap slots. A closed bin's full is
+ *   where head stood when it closed: it takes no pushes but into the room
+ *   its pops made since.
  *   A bin is closed while its thread does not allocate its class: from the
  *   start, and from a GC step that finds it unpopped since the previous
  *   one, until its next fill, GC step with pops, or free of the thread's
@@ -47,7 +48,7 @@ typedef struct cache_bin {
     uint16_t usize;
     uint64_t nrequests;  /* pops not yet merged into the arena's bin stats */
     uint32_t gc_pops;    /* pops merged since this bin's last GC step (saturating) */
-    uint16_t cap;        /* capacity in slots (see "open" below) */
+    uint16_t cap;        /* capacity in slots (open bins, above) */
     uint16_t unused_;
 } cache_bin_t;
 
@@ -63,6 +64,14 @@ MA_INLINE uint16_t cache_bin_bits(void **pos) { return (uint16_t)(uintptr_t)pos;
 MA_INLINE void **cache_bin_empty_pos(const cache_bin_t *b)
 {
     return b->head + (uint16_t)(b->empty - cache_bin_bits(b->head)) / sizeof(void *);
+}
+
+/* Open and closed bins (above). */
+MA_INLINE void cache_bin_open(cache_bin_t *b) { b->full = cache_bin_bits(cache_bin_empty_pos(b) - b->cap); }
+MA_INLINE void cache_bin_close(cache_bin_t *b) { b->full = cache_bin_bits(b->head); }
+MA_INLINE bool cache_bin_closed(const cache_bin_t *b)
+{
+    return b->full != cache_bin_bits(cache_bin_empty_pos(b) - b->cap);
 }
 
 MA_INLINE unsigned cache_bin_ncached(const cache_bin_t *b)

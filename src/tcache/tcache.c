@@ -111,28 +111,13 @@ static void bin_disable(cache_bin_t *b)
     b->cap = 0;
 }
 
-/* Open and closed bins: cache_bin.h. */
-static void bin_open(tsd_t *tsd, unsigned ind)
-{
-    cache_bin_t *b = &tsd->bins[ind];
-    b->full = cache_bin_bits(cache_bin_empty_pos(b) - b->cap);
-}
-
-static bool bin_closed(const tsd_t *tsd, unsigned ind)
-{
-    const cache_bin_t *b = &tsd->bins[ind];
-    return b->full != cache_bin_bits(cache_bin_empty_pos(b) - b->cap);
-}
-
-static void bin_close(cache_bin_t *b) { b->full = cache_bin_bits(b->head); }
-
 /* Open bins take the new capacity at once, closed ones when they open. */
-static void bin_set_cap(tsd_t *tsd, unsigned ind, unsigned cap)
+static void bin_set_cap(cache_bin_t *b, unsigned cap)
 {
-    bool closed = bin_closed(tsd, ind);
-    tsd->bins[ind].cap = (uint16_t)cap;
+    bool closed = cache_bin_closed(b);
+    b->cap = (uint16_t)cap;
     if (!closed)
-        bin_open(tsd, ind);
+        cache_bin_open(b);
 }
 
 /*
@@ -185,7 +170,7 @@ static void bins_enable(tsd_t *tsd)
         b->head = pos;
         b->low_water = b->empty = cache_bin_bits(pos);
         b->cap = bin_cap_init[i];
-        bin_close(b); /* until the thread allocates the class */
+        cache_bin_close(b); /* until the thread allocates the class */
         b->usize = sc_index2size(i) <= UINT16_MAX ? (uint16_t)sc_index2size(i) : 0;
         b->nrequests = 0;
         tsd->lg_fill_div[i] = (uint8_t)tcache_bin_lg_fill_init(i);
@@ -290,7 +275,7 @@ void *tcache_alloc_hard(tsd_t *tsd, unsigned ind)
             *account += (grown - cap) * usize;
             cap = grown;
             bin_reserve(tsd, ind, cap);
-            bin_set_cap(tsd, ind, cap);
+            bin_set_cap(b, cap);
         }
         tsd->flushed[ind] = 0;
     }
@@ -307,7 +292,7 @@ void *tcache_alloc_hard(tsd_t *tsd, unsigned ind)
     if (got == 0)
         return NULL;
     /* Allocating the class: other arenas' frees of it may come here. */
-    bin_open(tsd, ind);
+    cache_bin_open(b);
     /* Other threads' frees filled the bin whole (only those can: a fill
      * takes at most nfill from the slabs): more came back than it holds,
      * and the rest went into the slabs' bitmaps, for later fills to take
@@ -337,8 +322,8 @@ void tcache_dalloc_hard(tsd_t *tsd, unsigned ind, void *p)
 {
     cache_bin_t *b = &tsd->bins[ind];
     /* The thread's own object (dalloc_elm): it uses the class after all. */
-    if (bin_closed(tsd, ind)) {
-        bin_open(tsd, ind);
+    if (cache_bin_closed(b)) {
+        cache_bin_open(b);
         if (cache_bin_push_fast(b, p))
             return;
     }
@@ -373,7 +358,7 @@ void tcache_gc_step(tsd_t *tsd)
         if (lw >= cap / 2 && cap > bin_cap_init[ind] && cache_bin_ncached(b) <= cap / 2) {
             unsigned shrunk = MA_MAX(cap / 2, bin_cap_init[ind]);
             *tcache_bin_growth_account(tsd, ind) -= (cap - shrunk) * sc_index2size(ind);
-            bin_set_cap(tsd, ind, shrunk);
+            bin_set_cap(b, shrunk);
         }
         if (tsd->lg_fill_div[ind] < bin_lg_fill_max[ind])
             tsd->lg_fill_div[ind]++;
@@ -384,9 +369,9 @@ void tcache_gc_step(tsd_t *tsd)
     tsd->flushed[ind] = 0;
     b->low_water = cache_bin_bits(b->head);
     if (pops == 0)
-        bin_close(b);
+        cache_bin_close(b);
     else
-        bin_open(tsd, ind);
+        cache_bin_open(b);
     bin_merge_requests(tsd, ind);
     b->gc_pops = 0;
 }
