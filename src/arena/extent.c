@@ -251,7 +251,6 @@ static bool rtree_prepare(uintptr_t addr, size_t size)
 /* Every pool by its index: an active slab finds the fast map of the arena
  * using it through arena_ind (extent_t keeps no pointer to it). */
 MA_LARGE_BSS static extent_pool_t *pools_by_ind[EXTENT_POOL_IND_MAX + 1];
-static unsigned pools_ind_end; /* past the highest index in pools_by_ind (read untouched: .lbss) */
 
 /* The pools that lend each other dirty pages ("Shared pools" below), in the order
  * they joined; the first SHARED_FASTMAPS_MAX also share the marks of slabs
@@ -280,9 +279,6 @@ void extent_pool_init(extent_pool_t *pool, unsigned ind, bool nohuge)
     decay_init(&pool->decay_muzzy, extent_opt_muzzy_decay_ms, now);
     decay_hold_init(&pool->hold, extent_opt_dirty_hold_ms, now, 0);
     ma_store_release(&pools_by_ind[ind], pool);
-    unsigned end = ma_load_relaxed(&pools_ind_end);
-    while (end <= ind && !ma_cas(&pools_ind_end, &end, ind + 1))
-        ;
 }
 
 /* Map a new chunk of at least esize bytes into the retained set. */
@@ -511,13 +507,17 @@ fail:
  * free's slow path from every later arena's threads for good. Each pool's
  * chunks under its lock, where its slabs' marks are written (a sparse
  * slab's under its bin's lock: marked here meanwhile, its frees are cached
- * a while longer, as a policy, never in the wrong bin). */
+ * a while longer, as a policy, never in the wrong bin). Only the shared
+ * pools, the arenas' (a later one's slabs stay unmarked here: correct, if
+ * slower): the caller holds the arenas' locks, which fork's prepare takes
+ * before theirs but after the profiler's pool's (a fork during an arena's
+ * creation deadlocked on that one). */
 static void fastmap_backfill(rtree_fastmap_t *fm)
 {
-    unsigned end = ma_load_acquire(&pools_ind_end);
-    for (unsigned i = 0; i < end; i++) {
-        extent_pool_t *pool = ma_load_acquire(&pools_by_ind[i]);
-        if (pool == NULL || pool->fastmap == fm)
+    unsigned n = ma_load_acquire(&shared_npools);
+    for (unsigned i = 0; i < n; i++) {
+        extent_pool_t *pool = shared_pools[i];
+        if (pool->fastmap == fm)
             continue;
         ma_mutex_lock(&pool->lock);
         for (chunk_t *c = pool->chunks; c != NULL; c = c->next) {
