@@ -383,6 +383,11 @@ Test(rtree, fast_map_falls_back_to_the_low_addresses_when_the_whole_space_cannot
         cr_skip_test("no page at 256 MiB to put the map's record in");
     rtree_fastmap_t *fm_low = low;
     static rtree_fastmap_t fm_high;
+    /* The maps reserved together at boot are used up first: the maps below
+     * must be reservations of their own (made under the limit). */
+    static rtree_fastmap_t taken[ARENA_FASTMAPS_TOGETHER];
+    for (unsigned i = 0; i < ARENA_FASTMAPS_TOGETHER; i++)
+        rtree_fastmap_init(&taken[i]);
     struct rlimit lim;
     cr_assert_eq(getrlimit(RLIMIT_AS, &lim), 0);
     size_t vm = 0;
@@ -393,6 +398,7 @@ Test(rtree, fast_map_falls_back_to_the_low_addresses_when_the_whole_space_cannot
     rlim_t want = vm * (size_t)sysconf(_SC_PAGESIZE) + ((size_t)256 << 20); /* room for 256 MiB more */
     if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur <= want)
         cr_skip_test("an address-space limit is already set (%lu bytes)", (unsigned long)lim.rlim_cur);
+
     lim.rlim_cur = want;
     cr_assert_eq(setrlimit(RLIMIT_AS, &lim), 0);
 
@@ -516,6 +522,38 @@ Test(rtree, fast_map_after_a_slab_is_freed_through_the_bins)
     slab_freed_through_the_bins(sc_size2index(100));    /* shares lines with neighbours */
     slab_freed_through_the_bins(sc_size2index(2 * 64)); /* whole lines: on other arenas' maps too */
     tcache_set_enabled(tsd, true);
+}
+
+/* The first arenas' fast maps are one reservation (rtree_fastmap_plan), so
+ * the chunks their pools map after it lie together and every map covers
+ * them all with a page or two. Reserved one by one, each map went between
+ * the chunks of the arenas before and after it, 32 GiB apart: every map
+ * wrote a page for each arena's chunks where it marks their whole-line
+ * slabs (prodcons 8+8: 66 map pages, 264 KiB; 13 with the block). */
+Test(rtree, the_first_arenas_chunks_lie_within_two_pages_of_every_fast_map)
+{
+    /* Arenas of the block: 4 x CPUs of them are planned, at least 4. */
+    const unsigned N = MA_MIN(4u, arena_narenas);
+    cr_assert_geq(N, 2, "%u arenas", arena_narenas);
+    const size_t big = (size_t)4 << 20; /* more than any pool holds free: a chunk of its own */
+    void *p[4];
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (unsigned i = 0; i < N; i++) {
+        arena_t *a = arena_get(i);
+        cr_assert_not_null(a);
+        p[i] = arena_malloc_large(a, big, PAGE, false);
+        cr_assert_not_null(p[i]);
+        extent_t *e = rtree_elm_extent(rtree_lookup((uintptr_t)p[i]));
+        cr_assert_eq(e->pool, &a->pool, "arena %u's object is another pool's", i);
+        lo = MA_MIN(lo, (uintptr_t)p[i]);
+        hi = MA_MAX(hi, (uintptr_t)p[i] + big - 1);
+    }
+    /* A map page covers 2^LG_PAGE pages. */
+    uintptr_t pages = (hi >> (2 * LG_PAGE)) - (lo >> (2 * LG_PAGE)) + 1;
+    cr_assert_leq(pages, 2, "the chunks of %u arenas span %#lx-%#lx: %lu pages of each fast map", N,
+                  (unsigned long)lo, (unsigned long)hi, (unsigned long)pages);
+    for (unsigned i = 0; i < N; i++)
+        arena_dalloc_large(rtree_elm_extent(rtree_lookup((uintptr_t)p[i])));
 }
 
 /* A page-map leaf (2 MiB, one per GiB of address space in use) is written

@@ -31,6 +31,7 @@ bool arena_boot(unsigned narenas)
     if (narenas > ARENAS_MAX)
         narenas = ARENAS_MAX;
     arena_narenas = narenas;
+    rtree_fastmap_plan(MA_MIN(narenas, ARENA_FASTMAPS_TOGETHER));
     return arena_get(0) != NULL;
 }
 

@@ -10,6 +10,8 @@
 #include "slab.h"
 
 #define ARENAS_MAX 4096
+/* The first arenas' fast maps are reserved together (rtree_fastmap_plan). */
+#define ARENA_FASTMAPS_TOGETHER 16
 _Static_assert(ARENAS_MAX <= EXTENT_POOL_IND_MAX, "the profiler's pool takes index ARENAS_MAX");
 
 typedef struct bin_stats {

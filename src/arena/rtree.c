@@ -29,6 +29,40 @@ uintptr_t rtree_fastmap_fallback_pages(uintptr_t in_use)
     return (uintptr_t)1 << (lg - LG_PAGE);
 }
 
+/* Maps of the whole address space come from one reservation of
+ * fastmap_block_n of them, made for the first: the heap's chunks, mapped
+ * after it, then lie together below it (mmap places each next to the
+ * last) rather than each arena's between two maps 32 GiB apart, and every
+ * map covers all arenas' slabs with a page or two instead of a page per
+ * arena's chunks. */
+static unsigned fastmap_block_n = 1;
+static uint8_t *fastmap_block;
+static unsigned fastmap_block_left;
+
+void rtree_fastmap_plan(unsigned n)
+{
+    fastmap_block_n = n < 1 ? 1 : n;
+}
+
+static void *fastmap_reserve(size_t npages)
+{
+    void *m = NULL;
+    ma_mutex_lock(&rtree_lock);
+    if (fastmap_block == NULL && fastmap_block_n > 1) {
+        fastmap_block = pages_map(npages * fastmap_block_n, PAGE);
+        if (fastmap_block != NULL)
+            fastmap_block_left = fastmap_block_n;
+        else
+            fastmap_block_n = 1; /* one at a time, as they are needed */
+    }
+    if (fastmap_block_left != 0) {
+        m = fastmap_block + (size_t)(fastmap_block_n - fastmap_block_left) * npages;
+        fastmap_block_left--;
+    }
+    ma_mutex_unlock(&rtree_lock);
+    return m != NULL ? m : pages_map(npages, PAGE);
+}
+
 /* A map of the whole address space first. When that reservation fails and
  * the allocator's own memory (fm lives in it) sits in the low addresses, a
  * map of those: valgrind places a program's mappings in its first tens of
@@ -42,7 +76,7 @@ uintptr_t rtree_fastmap_fallback_pages(uintptr_t in_use)
 void rtree_fastmap_init(rtree_fastmap_t *fm)
 {
     size_t npages = (size_t)1 << (FASTMAP_LG_SPACE - LG_PAGE);
-    void *m = pages_map(npages, PAGE);
+    void *m = fastmap_reserve(npages);
     if (m == NULL) {
         npages = rtree_fastmap_fallback_pages((uintptr_t)fm);
         if (npages == 0 || (m = pages_map(npages, PAGE)) == NULL)

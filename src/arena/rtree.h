@@ -98,6 +98,8 @@ MA_INLINE uintptr_t rtree_fastmap_lookup(const rtree_fastmap_t *fm, uintptr_t a)
 
 /* Reserve a map (npages stays 0 when the reservation fails). */
 void rtree_fastmap_init(rtree_fastmap_t *fm);
+/* Before the first map: how many maps to reserve together (rtree.c). */
+void rtree_fastmap_plan(unsigned n);
 /* Pages a fallback map covers when the whole address space cannot be
  * reserved and the highest address known in use is in_use: the first power
  * of two of bytes past four times it (at least 4 GiB), or 0 beyond 2^38. */
