@@ -55,9 +55,16 @@ SRC := $(filter-out src/sizeclass/sc_gen.c,$(wildcard src/*/*.c))
 # Link order: the code every program runs first, what only profiling,
 # mallctl and reports run after it. The kernel maps a library's pages 64 KiB
 # at a time around each one touched (fault-around), so code kept apart is
-# code that is never resident in programs that do not use it.
-COLD_SRC := $(wildcard src/prof/prof_*.c) src/core/ctl.c src/core/stats.c src/core/stats_print.c \
-            src/common/fmt.c
+# code that is never resident in programs that do not use it. The segments
+# are aligned to 64 KiB (max-page-size) so that the text starts a window:
+# the code every program runs (about 52 KiB; functions of cold files that
+# every program runs are MA_HOT_TEXT) fills that one window instead of
+# straddling two. No DT_FINI (-fini names no function): crtn's empty
+# _fini, the last bytes of the text, pulled the cold end's window in at
+# exit. Together: 64 KiB of text resident instead of 112-124
+# (test_linking checks the layout).
+COLD_SRC := src/prof/prof.c $(wildcard src/prof/prof_*.c) src/core/ctl.c src/core/stats.c \
+            src/core/stats_print.c src/common/fmt.c src/common/math.c
 SRC := $(filter-out $(COLD_SRC),$(SRC)) $(COLD_SRC)
 OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRC))
 DEP := $(OBJ:.o=.d)
@@ -80,7 +87,7 @@ $(BUILD)/obj/%.o: src/%.c $(BUILD)/sc_tables.h Makefile
 	$(CC) $(BASEFLAGS) $(LIBFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
 
 $(BUILD)/libmyalloc.so: $(OBJ)
-	$(CC) -shared -o $@ $(OBJ) $(SANFLAGS) $(LDFLAGS) $(LDLIBS) -Wl,-soname,libmyalloc.so -Wl,-z,now
+	$(CC) -shared -o $@ $(OBJ) $(SANFLAGS) $(LDFLAGS) $(LDLIBS) -Wl,-soname,libmyalloc.so -Wl,-z,now -Wl,-fini=ma_no_fini -Wl,-z,max-page-size=0x10000
 
 $(BUILD)/libmyalloc.a: $(OBJ)
 	rm -f $@

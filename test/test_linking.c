@@ -350,3 +350,60 @@ Test(linking, the_allocation_paths_come_first_and_the_profiler_after_them, .time
     cr_assert_leq(hot_end - text0, 64ul << 10, "the allocation paths span %lu KiB of text, more than one 64 KiB window",
                  (hot_end - text0) >> 10);
 }
+
+/* The text segment starts a 64 KiB window (-z max-page-size): the code every
+ * program runs, cold files' MA_HOT_TEXT functions included, fills that one
+ * window, and nothing that every program runs (or runs at exit) is linked
+ * after the cold code: no DT_FINI (crtn's _fini ends the text), no libgcc
+ * or libc_nonshared helper (linked after all our objects: __popcountdi2
+ * for __builtin_popcountll, pthread_atfork's wrapper). Each of these
+ * pulled a window of the cold code into every process. */
+Test(linking, the_code_every_program_runs_fills_the_text_s_first_64_kib_window, .timeout = 60)
+{
+    if (tu_sanitizer() != NULL)
+        cr_skip_test("instrumented code is larger: the layout is the optimised build's");
+    char so[PATH_MAX], cmd[PATH_MAX + 64];
+    static char out[1 << 20];
+    build_path(so, "libmyalloc.so");
+    snprintf(cmd, sizeof(cmd), "readelf -lW '%s'", so);
+    cr_assert_eq(tu_run(cmd, out, sizeof(out)), 0, "%s failed", cmd);
+    unsigned long text = 0;
+    for (char *line = strtok(out, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+        unsigned long off, vaddr;
+        if (strstr(line, "LOAD") != NULL && strstr(line, " R E ") != NULL &&
+            sscanf(line, " LOAD %lx %lx", &off, &vaddr) == 2)
+            text = vaddr;
+    }
+    cr_assert_neq(text, 0, "no executable segment listed");
+    cr_assert_eq(text % (64ul << 10), 0, "the text segment starts at %#lx", text);
+
+    snprintf(cmd, sizeof(cmd), "readelf -dW '%s'", so);
+    cr_assert_eq(tu_run(cmd, out, sizeof(out)), 0, "%s failed", cmd);
+    cr_assert_null(strstr(out, "(FINI)"), "the library has a DT_FINI:\n%s", out);
+
+    snprintf(cmd, sizeof(cmd), "nm -n -S '%s'", so);
+    cr_assert_eq(tu_run(cmd, out, sizeof(out)), 0, "%s failed", cmd);
+    static const char *const every[] = {"malloc", "free", "calloc", "realloc", "ma_init_hard", "tcache_init",
+                                        "tsd_cleanup", "prof_boot", "prof_boot_late", "prof_decay",
+                                        "ma_decay_hook", "arena_decay"};
+    static const char *const helpers[] = {"__popcountdi2", "pthread_atfork"};
+    unsigned found = 0;
+    for (char *line = strtok(out, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+        unsigned long addr, size = 0;
+        char type, name[256];
+        if (sscanf(line, "%lx %lx %c %255s", &addr, &size, &type, name) != 4 &&
+            sscanf(line, "%lx %c %255s", &addr, &type, name) != 3)
+            continue;
+        for (size_t i = 0; i < MA_ARRAY_LEN(helpers); i++)
+            cr_assert_neq(strcmp(name, helpers[i]), 0, "%s is linked in (at %#lx)", name, addr);
+        if (type != 't' && type != 'T')
+            continue;
+        for (size_t i = 0; i < MA_ARRAY_LEN(every); i++)
+            if (strcmp(name, every[i]) == 0) {
+                found++;
+                cr_assert_leq(addr + size, text + (64ul << 10), "%s ends at %#lx, past the text's first window",
+                              name, addr + size);
+            }
+    }
+    cr_assert_eq(found, MA_ARRAY_LEN(every), "nm listed %u of the %zu functions", found, MA_ARRAY_LEN(every));
+}

@@ -25,6 +25,11 @@
  * after an unrelated change moved free from offset 0x30 of its line to
  * 0x00 and malloc from 0x20 to 0x30; aligned, both builds ran alike). */
 #define MA_ENTRY_ALIGNED __attribute__((aligned(64)))
+/* A function of a cold file (one linked after the code every program runs,
+ * see the Makefile's COLD_SRC) that every program runs all the same (boot,
+ * decay ticks): the linker places .text.hot before all other code, in the
+ * text's first 64 KiB, which every process has resident. */
+#define MA_HOT_TEXT __attribute__((section(".text.hot")))
 /* On an extern declaration: lets the compiler reach the object RIP-relative
  * (the fast paths' tables), since -fvisibility=hidden covers definitions
  * only. */
@@ -60,6 +65,22 @@
 MA_INLINE unsigned ma_lg_floor(uint64_t x) { return 63u - (unsigned)__builtin_clzll(x); }
 MA_INLINE unsigned ma_lg_ceil(uint64_t x) { return x <= 1 ? 0 : ma_lg_floor(x - 1) + 1; }
 MA_INLINE uint64_t ma_pow2_ceil(uint64_t x) { return (uint64_t)1 << ma_lg_ceil(x); }
+
+/* Bits set in x. Without a popcnt instruction in the target, GCC's builtin
+ * is a call to libgcc's __popcountdi2, which the linker puts after all of
+ * our code, past the cold part: its page pulled a 64 KiB window of text
+ * into every process (fault-around) for a few calls. */
+MA_INLINE unsigned ma_popcount64(uint64_t x)
+{
+#if defined(__POPCNT__) || !defined(__x86_64__)
+    return (unsigned)__builtin_popcountll(x);
+#else
+    x = x - ((x >> 1) & 0x5555555555555555ull);
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+    return (unsigned)((x * 0x0101010101010101ull) >> 56);
+#endif
+}
 
 /* memset(p, 0, n) that writes only the words that are not zero (p and n
  * multiples of 8). Reading memory never written maps the kernel's shared

@@ -155,7 +155,7 @@ void prof_dump_prefork(void);
 void prof_dump_postfork_parent(void);
 void prof_dump_postfork_child(void);
 
-bool prof_boot(void)
+MA_HOT_TEXT bool prof_boot(void)
 {
     prof_unwind_count_startup_objects();
     prof_lg_sample = opt_lg_prof_sample;
@@ -165,7 +165,7 @@ bool prof_boot(void)
     return true;
 }
 
-void prof_boot_late(void)
+MA_HOT_TEXT void prof_boot_late(void)
 {
     /* The exit report and profile also serve a program that starts
      * sampling itself, without prof:true (prof_dump.c's prof_atexit then
@@ -268,7 +268,7 @@ void prof_free_sampled(void *p, extent_t *e)
     }
 }
 
-void prof_decay(uint64_t now_ns, size_t max_pages)
+MA_HOT_TEXT void prof_decay(uint64_t now_ns, size_t max_pages)
 {
     if (ma_load_relaxed(&run_cache.npages) > 0 && now_ns - ma_load_relaxed(&run_cache.check_ns) >= RUN_CACHE_IDLE_NS) {
         ma_mutex_lock(&run_cache.lock);
