@@ -27,8 +27,8 @@
 #define MA_ENTRY_ALIGNED __attribute__((aligned(64)))
 /* A function of a cold file (one linked after the code every program runs,
  * see the Makefile's COLD_SRC) that every program runs all the same (boot,
- * decay ticks): the linker places .text.hot before all other code, in the
- * text's first 64 KiB, which every process has resident. */
+ * decay ticks): the linker places .text.hot before all other code, with
+ * the code every process has resident. */
 #define MA_HOT_TEXT __attribute__((section(".text.hot")))
 /* On an extern declaration: lets the compiler reach the object RIP-relative
  * (the fast paths' tables), since -fvisibility=hidden covers definitions
