@@ -303,19 +303,36 @@ Test(linking, a_program_that_does_not_profile_keeps_few_static_pages, .timeout =
     cr_assert_leq(resident, 8, "%ld pages of the allocator's static data resident", resident);
 }
 
-/* The link order (Makefile): the code every program runs lies first, and
- * within the first 64 KiB of the library's text, what only profiling,
- * mallctl and reports run after it, so that the kernel's fault-around on
- * the allocation paths never maps the profiler's pages. */
-Test(linking, the_allocation_paths_come_first_and_the_profiler_after_them, .timeout = 60)
+/* What `tool` (a command and its options) prints about the library whose
+ * code layout the tests below check: the optimised build's (instrumented
+ * code is larger). The buffer is the next call's too. */
+static char *layout_tool_output(const char *tool)
 {
     if (tu_sanitizer() != NULL)
         cr_skip_test("instrumented code is larger: the layout is the optimised build's");
     char so[PATH_MAX], cmd[PATH_MAX + 64];
     static char out[1 << 20];
     build_path(so, "libmyalloc.so");
-    snprintf(cmd, sizeof(cmd), "nm -n -S '%s'", so);
+    snprintf(cmd, sizeof(cmd), "%s '%s'", tool, so);
     cr_assert_eq(tu_run(cmd, out, sizeof(out)), 0, "%s failed", cmd);
+    return out;
+}
+
+/* The symbol on a line of `nm -n -S` (size 0 where nm gives none). */
+static bool nm_symbol(const char *line, unsigned long *addr, unsigned long *size, char *type, char name[256])
+{
+    *size = 0;
+    return sscanf(line, "%lx %lx %c %255s", addr, size, type, name) == 4 ||
+           sscanf(line, "%lx %c %255s", addr, type, name) == 3;
+}
+
+/* The link order (Makefile): the code every program runs lies first, and
+ * within the first 64 KiB of the library's text, what only profiling,
+ * mallctl and reports run after it, so that the kernel's fault-around on
+ * the allocation paths never maps the profiler's pages. */
+Test(linking, the_allocation_paths_come_first_and_the_profiler_after_them, .timeout = 60)
+{
+    char *out = layout_tool_output("nm -n -S");
     static const char *const hot[] = {"malloc", "free", "ma_alloc_slow", "ma_free_slow", "tcache_alloc_hard",
                                       "arena_fill_small_max", "extent_alloc", "ma_init_hard", "sdallocx",
                                       "malloc_trim", "prof_unwind_count_startup_objects"};
@@ -324,10 +341,9 @@ Test(linking, the_allocation_paths_come_first_and_the_profiler_after_them, .time
     unsigned long text0 = 0, hot_end = 0, cold_start = ~0ul;
     unsigned nhot = 0, ncold = 0;
     for (char *line = strtok(out, "\n"); line != NULL; line = strtok(NULL, "\n")) {
-        unsigned long addr, size = 0;
+        unsigned long addr, size;
         char type, name[256];
-        if (sscanf(line, "%lx %lx %c %255s", &addr, &size, &type, name) != 4 &&
-            sscanf(line, "%lx %c %255s", &addr, &type, name) != 3)
+        if (!nm_symbol(line, &addr, &size, &type, name))
             continue;
         if (type != 't' && type != 'T')
             continue;
@@ -360,25 +376,20 @@ Test(linking, the_allocation_paths_come_first_and_the_profiler_after_them, .time
  * code (MA_HOT_TEXT). */
 Test(linking, nothing_every_program_runs_lies_past_the_cold_code, .timeout = 60)
 {
-    if (tu_sanitizer() != NULL)
-        cr_skip_test("instrumented code is larger: the layout is the optimised build's");
-    char so[PATH_MAX], cmd[PATH_MAX + 64];
-    static char out[1 << 20];
-    build_path(so, "libmyalloc.so");
-    snprintf(cmd, sizeof(cmd), "readelf -dW '%s'", so);
-    cr_assert_eq(tu_run(cmd, out, sizeof(out)), 0, "%s failed", cmd);
+    char *out = layout_tool_output("readelf -dW");
     cr_assert_null(strstr(out, "(FINI)"), "the library has a DT_FINI:\n%s", out);
 
     /* The functions the cold files keep in their own text (not MA_HOT_TEXT). */
     static char coldnames[1 << 16];
     size_t ncold = 0;
-    char objs[3][PATH_MAX];
+    char objs[3][PATH_MAX], cmd[3 * PATH_MAX + 32];
+    static char objout[1 << 20];
     build_path(objs[0], "obj/prof/prof.o");
     build_path(objs[1], "obj/core/ctl.o");
     build_path(objs[2], "obj/common/math.o");
     snprintf(cmd, sizeof(cmd), "objdump -t '%s' '%s' '%s'", objs[0], objs[1], objs[2]);
-    cr_assert_eq(tu_run(cmd, out, sizeof(out)), 0, "%s failed", cmd);
-    for (char *line = strtok(out, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+    cr_assert_eq(tu_run(cmd, objout, sizeof(objout)), 0, "%s failed", cmd);
+    for (char *line = strtok(objout, "\n"); line != NULL; line = strtok(NULL, "\n")) {
         char *sec = strstr(line, " F .text\t");
         char *name = sec != NULL ? strrchr(line, ' ') : NULL;
         if (name == NULL || ncold + strlen(name) + 2 > sizeof(coldnames))
@@ -387,8 +398,7 @@ Test(linking, nothing_every_program_runs_lies_past_the_cold_code, .timeout = 60)
     }
     cr_assert_gt(ncold, 0, "objdump listed no function of the cold files");
 
-    snprintf(cmd, sizeof(cmd), "nm -n -S '%s'", so);
-    cr_assert_eq(tu_run(cmd, out, sizeof(out)), 0, "%s failed", cmd);
+    out = layout_tool_output("nm -n -S");
     static const char *const every[] = {"malloc", "free", "calloc", "realloc", "ma_init_hard", "tcache_init",
                                         "tsd_cleanup", "prof_boot", "prof_boot_late", "prof_decay",
                                         "ma_decay_hook", "arena_decay"};
@@ -397,10 +407,9 @@ Test(linking, nothing_every_program_runs_lies_past_the_cold_code, .timeout = 60)
     unsigned long every_end = 0, cold_start = ~0ul; /* the first function of a cold file */
     const char *last = NULL;
     for (char *line = strtok(out, "\n"); line != NULL; line = strtok(NULL, "\n")) {
-        unsigned long addr, size = 0;
+        unsigned long addr, size;
         char type, name[256];
-        if (sscanf(line, "%lx %lx %c %255s", &addr, &size, &type, name) != 4 &&
-            sscanf(line, "%lx %c %255s", &addr, &type, name) != 3)
+        if (!nm_symbol(line, &addr, &size, &type, name))
             continue;
         for (size_t i = 0; i < MA_ARRAY_LEN(helpers); i++)
             cr_assert_neq(strcmp(name, helpers[i]), 0, "%s is linked in (at %#lx)", name, addr);
