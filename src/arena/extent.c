@@ -548,8 +548,10 @@ void extent_pool_share(extent_pool_t *pool)
         ma_store_release(&shared_npools, shared_npools + 1);
     }
     ma_mutex_unlock(&shared_lock);
-    if (maps_shared)
+    if (maps_shared) {
         fastmap_backfill(pool->fastmap);
+        pool->fastmap->lines = pool->fastmap->npages != 0;
+    }
 }
 
 /* The taken extent is registered as the taker's (its state, its page-map

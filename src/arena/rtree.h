@@ -78,6 +78,12 @@ extern rtree_elm_t *rtree_root[RTREE_ROOT_N] MA_HIDDEN;
 typedef struct rtree_fastmap {
     uint8_t *map;
     uintptr_t npages;
+    /* The map marks other arenas' whole-line slabs too: free's fast path
+     * caches those remote objects, so its slow path sends every remote
+     * object that reaches it home at once. False where it does not (no map,
+     * or an arena past the shared maps): the slow path then applies the
+     * rule itself (core/alloc.c, dalloc_elm). Set before any thread binds. */
+    bool lines;
 } rtree_fastmap_t;
 
 /* Whether slabs of class binind are marked in other arenas' fast maps
