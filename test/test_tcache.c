@@ -896,10 +896,10 @@ Test(tcache, without_a_map_of_other_arenas_lines_the_slow_path_caches_remote_lin
     bin_use(128);
     arena_t *mine = tsd_arena(tsd);
     const uintptr_t npages = tsd->fastmap_npages;
-    const bool lines = mine->fastmap.lines;
+    const bool lines = mine->fastmap.marks_lines;
     cr_assert(lines, "this arena's map marks no other arena's slabs");
     tsd->fastmap_npages = 0; /* every free misses free's fast path */
-    mine->fastmap.lines = false;
+    mine->fastmap.marks_lines = false;
     unsigned c128 = ncached(i128), csmall = ncached(ismall);
     for (int i = 0; i < REMOTE_N; i++) {
         free(o.lines[i]);
@@ -907,7 +907,7 @@ Test(tcache, without_a_map_of_other_arenas_lines_the_slow_path_caches_remote_lin
     }
     unsigned got128 = ncached(i128) - c128, gotsmall = ncached(ismall) - csmall;
     tsd->fastmap_npages = npages;
-    mine->fastmap.lines = lines;
+    mine->fastmap.marks_lines = lines;
     cr_assert_eq(got128, REMOTE_N, "%u of %d remote 128-byte objects cached", got128, REMOTE_N);
     cr_assert_eq(gotsmall, 0, "%u remote %zu-byte objects (sharing lines) cached", gotsmall, o.small_size);
     arena_decay(arenas[o.arena], decay_now_ns(), 0);

@@ -550,7 +550,7 @@ void extent_pool_share(extent_pool_t *pool)
     ma_mutex_unlock(&shared_lock);
     if (maps_shared) {
         fastmap_backfill(pool->fastmap);
-        pool->fastmap->lines = pool->fastmap->npages != 0;
+        pool->fastmap->marks_lines = pool->fastmap->npages != 0;
     }
 }
 

@@ -83,7 +83,7 @@ typedef struct rtree_fastmap {
      * object that reaches it home at once. False where it does not (no map,
      * or an arena past the shared maps): the slow path then applies the
      * rule itself (core/alloc.c, dalloc_elm). Set before any thread binds. */
-    bool lines;
+    bool marks_lines;
 } rtree_fastmap_t;
 
 /* Whether slabs of class binind are marked in other arenas' fast maps

@@ -68,8 +68,8 @@ MA_INLINE uint64_t ma_pow2_ceil(uint64_t x) { return (uint64_t)1 << ma_lg_ceil(x
 
 /* Bits set in x. Without a popcnt instruction in the target, GCC's builtin
  * is a call to libgcc's __popcountdi2, which the linker puts after all of
- * our code, past the cold part: its page pulled a 64 KiB window of text
- * into every process (fault-around) for a few calls. */
+ * our code, past the cold part: every process then had the end of our text
+ * resident, with what the kernel maps around a page it faults in. */
 MA_INLINE unsigned ma_popcount64(uint64_t x)
 {
 #if defined(__POPCNT__) || !defined(__x86_64__)

@@ -254,10 +254,10 @@ static MA_NOINLINE void free_sampled(void *p, rtree_elm_t elm)
  * reuse), after a dozen tests and a stack frame: prodcons 1+1 under
  * callgrind, 138 -> 84 instructions per free, the remote push included.
  * Where the thread's fast map does not mark other arenas' whole-line slabs
- * (rtree_fastmap_t.lines: no map under a ulimit -v or overcommit mode 2),
- * dalloc_elm decides: sending all of them home made larson 16 B-1 KiB
- * with 8 threads take 7 times as many objects from the slabs and hold
- * 12 MiB of dirty pages, peak RSS 20 MiB against 10 with the maps.
+ * (rtree_fastmap_t.marks_lines: no map under a ulimit -v or overcommit
+ * mode 2), dalloc_elm decides: sending all of them home made larson
+ * 16 B-1 KiB with 8 threads take 7 times as many objects from the slabs
+ * and peak at 18-23 MiB of RSS, against 10 with the maps.
  * The rest goes through free_elm, out of line so that its stack frame is
  * not set up here. */
 MA_NOINLINE void ma_free_slow(void *p)
@@ -273,7 +273,7 @@ MA_NOINLINE void ma_free_slow(void *p)
         free_sampled(p, elm);
         return;
     }
-    if (elm_remote_slab(tsd, elm) && likely(tsd->arena->fastmap.lines) &&
+    if (elm_remote_slab(tsd, elm) && likely(tsd->arena->fastmap.marks_lines) &&
         likely((idx = slab_region_index(slab, ind, p)) >= 0)) {
         tsd->thread_deallocated += sc_index2size(ind);
         tcache_note_remote_free(tsd);

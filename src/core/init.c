@@ -31,8 +31,8 @@ static unsigned count_cpus(void)
 #ifdef __GLIBC__
 /* What glibc's pthread_atfork does (libc_nonshared.a), called directly:
  * that one-line wrapper is linked after all of our code, past the cold
- * part, and its page pulled a 64 KiB window of text into every process
- * (the kernel maps file pages around each one touched). */
+ * part, and every process then had the end of our text resident (see the
+ * Makefile's COLD_SRC). */
 extern int __register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void),
                              void *dso_handle);
 extern void *__dso_handle;
