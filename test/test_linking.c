@@ -368,8 +368,8 @@ Test(linking, the_allocation_paths_come_first_and_the_profiler_after_them, .time
 }
 
 /* Nothing that every program runs (or runs at exit) is linked after the
- * cold code, where its page would pull a 64 KiB window of the cold code into
- * every process: no DT_FINI (crtn's empty _fini ends the text), no libgcc or
+ * cold code, where it would keep the end of the text, and what the kernel
+ * maps around it, resident in every process: no DT_FINI (crtn's empty _fini ends the text), no libgcc or
  * libc_nonshared helper (linked after all our objects: __popcountdi2 for
  * __builtin_popcountll without popcnt, pthread_atfork's wrapper), and the
  * cold files' functions that every program runs are placed with the hot

@@ -398,7 +398,6 @@ Test(rtree, fast_map_falls_back_to_the_low_addresses_when_the_whole_space_cannot
     rlim_t want = vm * (size_t)sysconf(_SC_PAGESIZE) + ((size_t)256 << 20); /* room for 256 MiB more */
     if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur <= want)
         cr_skip_test("an address-space limit is already set (%lu bytes)", (unsigned long)lim.rlim_cur);
-
     lim.rlim_cur = want;
     cr_assert_eq(setrlimit(RLIMIT_AS, &lim), 0);
 
