@@ -279,6 +279,19 @@ Test(linking, the_library_uses_no_libc_system_call_wrapper, .timeout = 60)
     }
 }
 
+/* Run static_pages_probe (a program that allocates without profiling) on
+ * the library; out gets its report. */
+static void run_static_pages_probe(char *out, size_t outlen)
+{
+    char so[PATH_MAX], bin[PATH_MAX], env[PATH_MAX + 32];
+    build_path(so, "libmyalloc.so");
+    build_path(bin, "helpers/static_pages_probe");
+    snprintf(env, sizeof(env), "LD_PRELOAD='%s'", so);
+    char cmd[4 * PATH_MAX];
+    snprintf(cmd, sizeof(cmd), "env -u LD_PRELOAD -u MYALLOC_CONF %s '%s'", env, bin);
+    cr_assert_eq(tu_run(cmd, out, outlen), 0, "%s failed:\n%s", cmd, out);
+}
+
 /* The allocator's static state in a program that does not profile: the
  * small variables lie together in .bss, the large arrays after them in
  * .lbss (MA_LARGE_BSS) with only the slots in use touched, and the
@@ -288,19 +301,33 @@ Test(linking, a_program_that_does_not_profile_keeps_few_static_pages, .timeout =
 {
     if (tu_sanitizer() != NULL)
         cr_skip_test("the sanitizer's runtime has static data of its own");
-    char so[PATH_MAX], bin[PATH_MAX], env[PATH_MAX + 32];
     static char out[OUTLEN];
-    build_path(so, "libmyalloc.so");
-    build_path(bin, "helpers/static_pages_probe");
-    snprintf(env, sizeof(env), "LD_PRELOAD='%s'", so);
-    char cmd[4 * PATH_MAX];
-    snprintf(cmd, sizeof(cmd), "env -u LD_PRELOAD -u MYALLOC_CONF %s '%s'", env, bin);
-    cr_assert_eq(tu_run(cmd, out, sizeof(out)), 0, "%s failed:\n%s", cmd, out);
+    run_static_pages_probe(out, sizeof(out));
     long segment = val(out, "segment_pages"), resident = val(out, "resident_pages");
     cr_log_info("static pages: %ld resident of %ld", resident, segment);
     cr_assert_gt(segment, 100, "the writable segment (with .lbss) is not where expected:\n%s", out);
     cr_assert_gt(resident, 0, "%s", out);
     cr_assert_leq(resident, 8, "%ld pages of the allocator's static data resident", resident);
+}
+
+/* The cold code (profiling, mallctl, reports) and the unwind tables in
+ * mappings of their own (Makefile, COLD_SRC): a page fault maps the pages
+ * around the one it faults in, in one fresh copy of the library all of the
+ * text up to a 128 KiB boundary, so in one mapping with the rest they were
+ * resident in every process. */
+Test(linking, a_program_that_only_allocates_maps_none_of_the_cold_code, .timeout = 60)
+{
+    static char out[OUTLEN];
+    run_static_pages_probe(out, sizeof(out));
+    cr_assert_eq(val(out, "code_segments"), 2, "not two executable segments:\n%s", out);
+    long hot = val(out, "code_mapped_0"), cold = val(out, "code_mapped_1");
+    cr_log_info("code pages mapped: %ld of %ld, cold %ld of %ld", hot, val(out, "code_pages_0"), cold,
+                val(out, "code_pages_1"));
+    cr_assert_gt(hot, 0, "pagemap showed none of the allocation paths mapped:\n%s", out);
+    cr_assert_eq(cold, 0, "%ld pages of the cold code mapped in a program that only allocates", cold);
+    long unwind = val(out, "unwind_mapped");
+    cr_assert_geq(unwind, 0, "no segment with the unwind tables:\n%s", out);
+    cr_assert_eq(unwind, 0, "%ld pages of the unwind tables mapped in a program that only allocates", unwind);
 }
 
 /* What `tool` (a command and its options) prints about the library whose
@@ -326,58 +353,40 @@ static bool nm_symbol(const char *line, unsigned long *addr, unsigned long *size
            sscanf(line, "%lx %c %255s", addr, type, name) == 3;
 }
 
-/* The link order (Makefile): the code every program runs lies first, and
- * within the first 64 KiB of the library's text, what only profiling,
- * mallctl and reports run after it, so that the kernel's fault-around on
- * the allocation paths never maps the profiler's pages. */
-Test(linking, the_allocation_paths_come_first_and_the_profiler_after_them, .timeout = 60)
+/* The executable PT_LOAD segments of the library, in address order (at
+ * most 4), from `readelf -lW`; returns how many. */
+static unsigned code_segments(unsigned long lo[4], unsigned long hi[4])
 {
-    char *out = layout_tool_output("nm -n -S");
-    static const char *const hot[] = {"malloc", "free", "ma_alloc_slow", "ma_free_slow", "tcache_alloc_hard",
-                                      "arena_fill_small_max", "extent_alloc", "ma_init_hard", "sdallocx",
-                                      "malloc_trim", "prof_unwind_count_startup_objects"};
-    static const char *const cold[] = {"mallctl", "malloc_stats_print", "prof_write_pprof", "prof_dump",
-                                       "prof_backtrace"};
-    unsigned long text0 = 0, hot_end = 0, cold_start = ~0ul;
-    unsigned nhot = 0, ncold = 0;
+    char *out = layout_tool_output("readelf -lW");
+    unsigned n = 0;
     for (char *line = strtok(out, "\n"); line != NULL; line = strtok(NULL, "\n")) {
-        unsigned long addr, size;
-        char type, name[256];
-        if (!nm_symbol(line, &addr, &size, &type, name))
+        unsigned long off, vaddr, paddr, filesz, memsz;
+        char flags[8] = "", type[16];
+        if (sscanf(line, " %15s %lx %lx %lx %lx %lx %7[RWE ]", type, &off, &vaddr, &paddr, &filesz, &memsz, flags) < 7 ||
+            strcmp(type, "LOAD") != 0 || strchr(flags, 'E') == NULL)
             continue;
-        if (type != 't' && type != 'T')
-            continue;
-        if (text0 == 0 || addr < text0)
-            text0 = addr;
-        for (size_t i = 0; i < MA_ARRAY_LEN(hot); i++)
-            if (strcmp(name, hot[i]) == 0) {
-                nhot++;
-                hot_end = MA_MAX(hot_end, addr + size);
-            }
-        for (size_t i = 0; i < MA_ARRAY_LEN(cold); i++)
-            if (strcmp(name, cold[i]) == 0) {
-                ncold++;
-                cold_start = MA_MIN(cold_start, addr);
-            }
+        cr_assert_lt(n, 4, "more than 4 executable segments");
+        lo[n] = vaddr;
+        hi[n] = vaddr + memsz;
+        n++;
     }
-    cr_assert_eq(nhot, MA_ARRAY_LEN(hot), "nm listed %u of the %zu allocation-path functions", nhot, MA_ARRAY_LEN(hot));
-    cr_assert_eq(ncold, MA_ARRAY_LEN(cold), "nm listed %u of the %zu cold functions", ncold, MA_ARRAY_LEN(cold));
-    cr_assert_leq(hot_end, cold_start, "allocation-path code up to %#lx, past cold code at %#lx", hot_end, cold_start);
-    cr_assert_leq(hot_end - text0, 64ul << 10, "the allocation paths span %lu KiB of text, more than one 64 KiB window",
-                 (hot_end - text0) >> 10);
+    return n;
 }
 
-/* Nothing that every program runs (or runs at exit) is linked after the
- * cold code, where it would keep the end of the text, and what the kernel
- * maps around it, resident in every process: no DT_FINI (crtn's empty _fini ends the text), no libgcc or
- * libc_nonshared helper (linked after all our objects: __popcountdi2 for
- * __builtin_popcountll without popcnt, pthread_atfork's wrapper), and the
- * cold files' functions that every program runs are placed with the hot
- * code (MA_HOT_TEXT). */
-Test(linking, nothing_every_program_runs_lies_past_the_cold_code, .timeout = 60)
+/* The layout the Makefile makes (COLD_SRC): the code of the cold files in
+ * a second executable segment, past a hole of at least a page (so that the
+ * two are separate mappings), and nothing that every program runs in it:
+ * the allocation paths, what runs at start-up and exit, and the functions
+ * of cold files marked MA_HOT_TEXT. */
+Test(linking, the_cold_code_lies_in_a_segment_of_its_own, .timeout = 60)
 {
-    char *out = layout_tool_output("readelf -dW");
-    cr_assert_null(strstr(out, "(FINI)"), "the library has a DT_FINI:\n%s", out);
+    unsigned long lo[4], hi[4];
+    cr_assert_eq(code_segments(lo, hi), 2, "the library does not have two executable segments");
+    /* The system's page, not the allocator's (the configurations of other
+     * page sizes are built for the same system). */
+    const unsigned long page = (unsigned long)sysconf(_SC_PAGESIZE);
+    cr_assert_geq(lo[1], MA_ALIGN_UP(hi[0], page) + page, "no hole between the segments: [%#lx, %#lx), [%#lx, %#lx)",
+                  lo[0], hi[0], lo[1], hi[1]);
 
     /* The functions the cold files keep in their own text (not MA_HOT_TEXT). */
     static char coldnames[1 << 16];
@@ -398,37 +407,40 @@ Test(linking, nothing_every_program_runs_lies_past_the_cold_code, .timeout = 60)
     }
     cr_assert_gt(ncold, 0, "objdump listed no function of the cold files");
 
-    out = layout_tool_output("nm -n -S");
-    static const char *const every[] = {"malloc", "free", "calloc", "realloc", "ma_init_hard", "tcache_init",
-                                        "tsd_cleanup", "prof_boot", "prof_boot_late", "prof_decay",
-                                        "ma_decay_hook", "arena_decay"};
-    static const char *const helpers[] = {"__popcountdi2", "pthread_atfork"};
-    unsigned found = 0;
-    unsigned long every_end = 0, cold_start = ~0ul; /* the first function of a cold file */
-    const char *last = NULL;
+    char *out = layout_tool_output("nm -n -S");
+    static const char *const every[] = {"malloc", "free", "calloc", "realloc", "ma_alloc_slow", "ma_free_slow",
+                                        "tcache_alloc_hard", "arena_fill_small_max", "extent_alloc",
+                                        "ma_init_hard", "tcache_init", "tsd_cleanup", "ma_decay_hook",
+                                        "arena_decay", "sdallocx", "malloc_trim", "prof_boot",
+                                        "prof_boot_late", "prof_decay", "prof_unwind_count_startup_objects"};
+    static const char *const cold[] = {"mallctl", "malloc_stats_print", "prof_write_pprof", "prof_dump",
+                                       "prof_backtrace"};
+    unsigned nevery = 0, nnamed = 0, nlisted = 0;
     for (char *line = strtok(out, "\n"); line != NULL; line = strtok(NULL, "\n")) {
         unsigned long addr, size;
         char type, name[256];
-        if (!nm_symbol(line, &addr, &size, &type, name))
-            continue;
-        for (size_t i = 0; i < MA_ARRAY_LEN(helpers); i++)
-            cr_assert_neq(strcmp(name, helpers[i]), 0, "%s is linked in (at %#lx)", name, addr);
-        if (type != 't' && type != 'T')
+        if (!nm_symbol(line, &addr, &size, &type, name) || (type != 't' && type != 'T'))
             continue;
         char key[260];
         snprintf(key, sizeof(key), " %s ", name);
-        if (strstr(coldnames, key) != NULL)
-            cold_start = MA_MIN(cold_start, addr);
+        bool in_cold = addr >= lo[1] && addr + size <= hi[1];
+        if (strstr(coldnames, key) != NULL) {
+            nlisted++;
+            cr_assert(in_cold, "%s (a cold file's) at %#lx, outside the cold segment", name, addr);
+        }
+        for (size_t i = 0; i < MA_ARRAY_LEN(cold); i++)
+            if (strcmp(name, cold[i]) == 0) {
+                nnamed++;
+                cr_assert(in_cold, "%s at %#lx, outside the cold segment", name, addr);
+            }
         for (size_t i = 0; i < MA_ARRAY_LEN(every); i++)
             if (strcmp(name, every[i]) == 0) {
-                found++;
-                if (addr + size > every_end) {
-                    every_end = addr + size;
-                    last = every[i];
-                }
+                nevery++;
+                cr_assert(addr >= lo[0] && addr + size <= hi[0], "%s at %#lx, outside the first segment", name,
+                          addr);
             }
     }
-    cr_assert_neq(cold_start, ~0ul, "nm listed no cold function");
-    cr_assert_leq(every_end, cold_start, "%s ends at %#lx, past the cold code at %#lx", last, every_end, cold_start);
-    cr_assert_eq(found, MA_ARRAY_LEN(every), "nm listed %u of the %zu functions", found, MA_ARRAY_LEN(every));
+    cr_assert_gt(nlisted, 0, "nm listed none of the cold files' functions");
+    cr_assert_eq(nnamed, MA_ARRAY_LEN(cold), "nm listed %u of the %zu cold functions", nnamed, MA_ARRAY_LEN(cold));
+    cr_assert_eq(nevery, MA_ARRAY_LEN(every), "nm listed %u of the %zu functions", nevery, MA_ARRAY_LEN(every));
 }

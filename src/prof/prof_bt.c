@@ -154,22 +154,28 @@ MA_NOINLINE unsigned prof_bt_walk_cut(void **frames, unsigned max, void *caller,
     return depth;
 }
 
+/* Our code: from the first to the end of the last executable segment of
+ * the object holding self (the allocation paths and the cold code are two,
+ * with a hole between them: Makefile, COLD_SRC). */
 static int find_own_text(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
-    uintptr_t self = (uintptr_t)arg;
+    uintptr_t self = (uintptr_t)arg, lo = UINTPTR_MAX, hi = 0;
+    bool mine = false;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
             continue;
-        uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
-        if (self >= lo && self < hi) {
-            own_text_lo = lo;
-            own_text_hi = hi;
-            return 1;
-        }
+        uintptr_t s = info->dlpi_addr + ph->p_vaddr, e = s + ph->p_memsz;
+        lo = MA_MIN(lo, s);
+        hi = MA_MAX(hi, e);
+        mine |= self >= s && self < e;
     }
-    return 0;
+    if (!mine)
+        return 0;
+    own_text_lo = lo;
+    own_text_hi = hi;
+    return 1;
 }
 
 void prof_bt_boot(void)
