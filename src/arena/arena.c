@@ -455,7 +455,7 @@ static size_t slab_take_remote_bits(extent_t *slab, unsigned binind, void **out,
         ma_fatal("free(): double free of %p", (void *)(slab->addr + (uintptr_t)__builtin_ctzll(twice) * reg_size));
     slab->bitmap[0] |= bits;
     slab->bitmap_hint = 0;
-    unsigned nbits = ma_popcount64(bits);
+    unsigned nbits = __builtin_popcountll(bits);
     slab->nfree = (uint16_t)(slab->nfree + nbits);
     return nbits;
 }
@@ -712,7 +712,7 @@ void slab_unpurge(extent_t *slab, unsigned binind, void *const *regs, unsigned n
     }
     back &= slab->purged_pages;
     slab->purged_pages &= ~back;
-    ma_fetch_sub(&slab->pool->stats.slab_purged_pages, (size_t)ma_popcount64(back));
+    ma_fetch_sub(&slab->pool->stats.slab_purged_pages, (size_t)__builtin_popcountll(back));
 }
 
 /* Whether regions r0..r1 of slab are all free. */
@@ -799,7 +799,7 @@ static void slab_purge_locked(extent_t *s, unsigned binind, slab_purge_pass_t *t
     if (mask == 0)
         return;
     s->purged_pages |= mask;
-    size_t n = (size_t)ma_popcount64(mask);
+    size_t n = (size_t)__builtin_popcountll(mask);
     ma_fetch_add(&s->pool->stats.slab_purged_pages, n);
     t->pages += n;
     while (mask != 0) { /* one range per run of pages */

@@ -707,7 +707,7 @@ void extent_dalloc(extent_pool_t *pool, extent_t *e)
     pool->stats.active_pages -= e->size >> LG_PAGE;
     if (e->slab) {
         if (purged) {
-            size_t n = (size_t)ma_popcount64(e->purged_pages);
+            size_t n = (size_t)__builtin_popcountll(e->purged_pages);
             ma_fetch_sub(&pool->stats.slab_purged_pages, n);
             e->purged_pages = 0;
             pool_count_purge_locked(pool, 0, 1, (e->size >> LG_PAGE) - n);

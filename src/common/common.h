@@ -66,22 +66,6 @@ MA_INLINE unsigned ma_lg_floor(uint64_t x) { return 63u - (unsigned)__builtin_cl
 MA_INLINE unsigned ma_lg_ceil(uint64_t x) { return x <= 1 ? 0 : ma_lg_floor(x - 1) + 1; }
 MA_INLINE uint64_t ma_pow2_ceil(uint64_t x) { return (uint64_t)1 << ma_lg_ceil(x); }
 
-/* Bits set in x. Without a popcnt instruction in the target, GCC's builtin
- * is a call to libgcc's __popcountdi2, which the linker puts after all of
- * our code, past the cold part: every process then had the end of our text
- * resident, with what the kernel maps around a page it faults in. */
-MA_INLINE unsigned ma_popcount64(uint64_t x)
-{
-#if defined(__POPCNT__) || !defined(__x86_64__)
-    return (unsigned)__builtin_popcountll(x);
-#else
-    x = x - ((x >> 1) & 0x5555555555555555ull);
-    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
-    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
-    return (unsigned)((x * 0x0101010101010101ull) >> 56);
-#endif
-}
-
 /* memset(p, 0, n) that writes only the words that are not zero (p and n
  * multiples of 8). Reading memory never written maps the kernel's shared
  * zero page, so clearing a big structure that is still zero (a new arena's

@@ -24,22 +24,9 @@ static unsigned count_cpus(void)
     unsigned n = 0;
     if (!ma_sys_failed(r))
         for (size_t i = 0; i < (size_t)r / sizeof(mask[0]); i++)
-            n += ma_popcount64(mask[i]);
+            n += __builtin_popcountll(mask[i]);
     return n > 0 ? n : 1;
 }
-
-#ifdef __GLIBC__
-/* What glibc's pthread_atfork does (libc_nonshared.a), called directly:
- * that one-line wrapper is linked after all of our code, past the cold
- * part, and every process then had the end of our text resident (see the
- * Makefile's COLD_SRC). */
-extern int __register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void),
-                             void *dso_handle);
-extern void *__dso_handle;
-#define register_atfork(p, pa, c) __register_atfork((p), (pa), (c), &__dso_handle)
-#else
-#define register_atfork(p, pa, c) pthread_atfork((p), (pa), (c))
-#endif
 
 /* No lock is held across fork: prepare takes every lock in lock order
  * (init, profiler, arenas' bins, arenas' pools, page map, metadata), the
@@ -120,7 +107,7 @@ bool ma_init_hard(void)
     }
     bool ok = arena_boot(narenas) && tcache_boot() && tsd_boot() && prof_boot();
     if (ok) {
-        register_atfork(ma_prefork, ma_postfork_parent, ma_postfork_child);
+        pthread_atfork(ma_prefork, ma_postfork_parent, ma_postfork_child);
         ma_store_release(&ma_initialized, true);
     }
     init_busy = false;
