@@ -598,7 +598,9 @@ Test(decay, empty_current_slabs_are_given_back_by_decay)
  * the freeing thread does not cache) wait on their slab's remote list,
  * still allocated as far as the bin is concerned, until the owner's next
  * fill collects them. A decay tick collects them too, so an owner that
- * exited or went idle does not leave them pinning their slabs. */
+ * exited or went idle does not leave them pinning their slabs; and the
+ * owner's exit collects those freed before it, when it is the last thread
+ * of its arena (arena_thread_leave). */
 typedef struct remote_owner {
     unsigned arena;
     unsigned n;
@@ -623,8 +625,23 @@ static void *remote_owner_main(void *arg)
     return NULL;
 }
 
-static void remote_frees_are_collected(bool owner_exits)
+typedef enum {
+    OWNER_IDLE,        /* frees while the owner lives; it stays, idle */
+    OWNER_EXITS_AFTER, /* frees while the owner lives; then it exits (a free
+                        * into an arena without threads goes straight back:
+                        * arena.h, arena_dalloc_remote) */
+} owner_case_t;
+
+static void remote_free_all(void **ps, unsigned n)
 {
+    for (unsigned i = 0; i < n; i++)
+        free(ps[i]);
+    cr_assert_eq(mallctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0); /* pushes the remote frees out */
+}
+
+static void remote_frees_are_collected(owner_case_t how)
+{
+    static const char *const names[] = {"idle", "exits after the frees"};
     const size_t size = 96; /* not a multiple of a cache line */
     const unsigned n = 200;
     unsigned bin = 0;
@@ -652,26 +669,30 @@ static void remote_frees_are_collected(bool owner_exits)
     pthread_barrier_init(&freed, NULL, 2);
     pthread_barrier_init(&release, NULL, 2);
     void *ps[200];
-    remote_owner_t o = {x, n, size, ps, &allocated, &freed, owner_exits ? NULL : &release};
+    remote_owner_t o = {x, n, size, ps, &allocated, &freed, how == OWNER_IDLE ? &release : NULL};
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, remote_owner_main, &o), 0);
     pthread_barrier_wait(&allocated);
-    for (unsigned i = 0; i < n; i++)
-        free(ps[i]);
-    cr_assert_eq(mallctl("thread.tcache.flush", NULL, NULL, NULL, 0), 0); /* pushes the remote frees out */
+    remote_free_all(ps, n);
     pthread_barrier_wait(&freed);
-    if (owner_exits)
+    if (how == OWNER_EXITS_AFTER)
         cr_assert_eq(pthread_join(t, NULL), 0);
     size_t pending = bin_curregs(x, bin);
-    cr_assert_geq(pending, base + n / 2, "the remote frees did not wait on their slabs (curregs %zu -> %zu)", base,
-                  pending);
-    ctl_do("arena.%zu.decay", x);
-    size_t after = bin_curregs(x, bin);
-    cr_log_info("remote frees (owner %s): curregs %zu, %zu with them pending, %zu after decay",
-                owner_exits ? "gone" : "idle", base, pending, after);
-    cr_assert_leq(after, base + n / 10, "%s owner: %zu remotely freed objects still held after decay",
-                  owner_exits ? "exited" : "idle", after - base);
-    if (!owner_exits) {
+    if (how == OWNER_EXITS_AFTER) {
+        cr_log_info("remote frees (owner %s): curregs %zu, %zu after its exit", names[how], base, pending);
+        cr_assert_leq(pending, base + n / 10, "%zu remotely freed objects still held after their owner's exit",
+                      pending - base);
+    } else {
+        cr_assert_geq(pending, base + n / 2, "the remote frees did not wait on their slabs (curregs %zu -> %zu)",
+                      base, pending);
+        ctl_do("arena.%zu.decay", x);
+        size_t after = bin_curregs(x, bin);
+        cr_log_info("remote frees (owner %s): curregs %zu, %zu with them pending, %zu after decay", names[how], base,
+                    pending, after);
+        cr_assert_leq(after, base + n / 10, "owner %s: %zu remotely freed objects still held after decay", names[how],
+                      after - base);
+    }
+    if (how == OWNER_IDLE) {
         pthread_barrier_wait(&release);
         cr_assert_eq(pthread_join(t, NULL), 0);
     }
@@ -680,8 +701,8 @@ static void remote_frees_are_collected(bool owner_exits)
     pthread_barrier_destroy(&release);
 }
 
-Test(decay, remote_frees_are_collected_when_the_owner_is_gone) { remote_frees_are_collected(true); }
-Test(decay, remote_frees_are_collected_when_the_owner_is_idle) { remote_frees_are_collected(false); }
+Test(decay, remote_frees_are_collected_when_the_owner_exits) { remote_frees_are_collected(OWNER_EXITS_AFTER); }
+Test(decay, remote_frees_are_collected_when_the_owner_is_idle) { remote_frees_are_collected(OWNER_IDLE); }
 
 /* ---------------------------------------------------------------------
  * An arena whose threads have all exited: what other threads free into it

@@ -419,6 +419,48 @@ Test(bin, emptied_slabs_are_kept_up_to_a_bound_then_go_back_to_the_pool)
     }
 }
 
+/* When the last thread bound to an arena leaves it, its bins give back
+ * every empty slab and an empty current slab (arena_thread_leave), and
+ * keep those holding objects; while a thread stays, they keep them. */
+Test(bin, the_last_thread_to_leave_an_arena_takes_its_empty_slabs_back)
+{
+    arena_t *a = arena_get(AIND);
+    cr_assert_not_null(a);
+    arena_thread_join(a);
+    arena_thread_join(a);
+    static void *ps[SC_NBINS][3 * SC_SLAB_MAXREGS], *kept[SC_NBINS];
+    size_t active0 = a->pool.stats.active_pages;
+    for (unsigned b = 0; b < SC_NBINS; b++) {
+        /* Three slabs' worth: all but one region back, so two or three
+         * slabs are empty (one of them the current one) and one is not. */
+        unsigned n = 3 * sc_bin_info[b].nregs;
+        cr_assert_eq(arena_fill_small(a, b, ps[b], n), n);
+        kept[b] = ps[b][n / 2];
+        ps[b][n / 2] = ps[b][n - 1];
+        dalloc_all(b, ps[b], n - 1);
+        cr_assert_geq(a->bins[b].stats.curslabs, 2, "bin %u keeps no empty slab to give back", b);
+    }
+    cr_assert_not(arena_thread_leave(a), "a thread is still bound");
+    for (unsigned b = 0; b < SC_NBINS; b++)
+        cr_assert_geq(a->bins[b].stats.curslabs, 2, "bin %u gave back its slabs with a thread bound", b);
+    cr_assert(arena_thread_leave(a));
+    size_t pages = 0;
+    for (unsigned b = 0; b < SC_NBINS; b++) {
+        bin_t *bin = &a->bins[b];
+        extent_t *s = tu_slab_of(kept[b]);
+        cr_assert_eq(bin->stats.curslabs, 1, "bin %u keeps %zu slabs, want the one with an object", b,
+                     bin->stats.curslabs);
+        cr_assert_eq(bin->nempty, 0, "bin %u", b);
+        cr_assert(bin->slabcur == NULL || bin->slabcur == s, "bin %u kept an empty current slab", b);
+        cr_assert(rtree_lookup(s->addr) & RTREE_SLAB, "bin %u: the slab with an object went back", b);
+        pages += s->size / PAGE;
+        dalloc_all(b, &kept[b], 1);
+    }
+    /* Of what the test made, only the slabs with objects were still active
+     * (a slab may hold pages another arena's pool lent). */
+    cr_assert_leq(a->pool.stats.active_pages, active0 + pages);
+}
+
 /* One batch free whose objects come in runs per slab, a slab appearing in
  * two runs: every partly free slab ends up where fills find it (its free
  * regions are handed out again without a new slab), the emptied one goes

@@ -99,11 +99,23 @@ void arena_thread_join(arena_t *a)
         ma_store_relaxed(&a->pool.rejoined_ns, decay_now_ns());
 }
 
+static void arena_release_empty_slabs(arena_t *a);
+
+/* The last thread to leave an arena gives back the slabs its exit left
+ * empty (and those kept empty before): kept, each bin's would wait for a
+ * thread of the same classes, and a bin keeps up to BIN_EMPTY_BYTES, so
+ * an arena that short-lived threads come back to came to hold for each
+ * class the most that any of them had used, where the pool's pages serve
+ * every class. make bench's churn (threads of 256 objects of 16 B-2 KiB,
+ * 9 interleaved runs, peak RSS): 1 at a time 2,364 -> 2,288 KiB, 2 at a
+ * time 3,048 -> 2,992, 8 at a time 4,768 -> 4,616; CPU time per run
+ * unchanged (paired ratio 0.95, [0.77, 1.20], 11 runs). */
 bool arena_thread_leave(arena_t *a)
 {
     if (a == NULL || ma_fetch_sub(&a->nthreads, 1) != 1)
         return false;
     ma_store_relaxed(&a->pool.ever_left, true);
+    arena_release_empty_slabs(a);
     return true;
 }
 

@@ -39,8 +39,9 @@ typedef struct bin_stats {
  * slabs are in no structure; a slab that becomes entirely free and is not
  * slabcur goes into the empty heap (nempty of them, address-ordered) while
  * those hold at most BIN_EMPTY_BYTES (at least one slab), else back to the
- * pool (and, with the others, always back when the arena is abandoned:
- * arena_thread_join). A fill that finds no free region takes the lowest
+ * pool (at once while the arena is abandoned: extent_pool_trimming; and
+ * all of them, slabcur too when empty, when the arena's last thread
+ * leaves it: arena_thread_leave). A fill that finds no free region takes the lowest
  * empty slab before anything else: where objects are freed by other threads (collected in
  * bursts, each emptying slabs) the bin would otherwise give slabs back to
  * the pool and take them again at nearly every fill (prodcons 8+8: 150k
@@ -155,7 +156,8 @@ arena_t *arena_get(unsigned ind);
 /* Pick the least-loaded arena for a new thread and count the thread in. */
 arena_t *arena_choose(void);
 void arena_thread_join(arena_t *a);
-/* Count a thread out; true when it was the arena's last. */
+/* Count a thread out; true when it was the arena's last, which also gives
+ * back every empty slab of its bins. */
 bool arena_thread_leave(arena_t *a);
 /* Threads counted in over all arenas: those that allocate and have not
  * exited. */
