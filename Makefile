@@ -91,8 +91,9 @@ $(BUILD)/obj/%.o: src/%.c $(BUILD)/sc_tables.h Makefile
 
 # After .rodata: [code][.rodata][hole][cold code][hole][.eh_frame...]. ld
 # starts a new segment where a section lies a page or more past the end of
-# the last one, and the loader maps the gap PROT_NONE.
-$(BUILD)/cold.ld: Makefile
+# the last one, and the loader maps the gap PROT_NONE. Made again with any
+# cold object, so that a file added to COLD_SRC by its wildcard is in it.
+$(BUILD)/cold.ld: Makefile $(COLD_OBJ)
 	@mkdir -p $(@D)
 	printf '%s\n' 'SECTIONS {' \
 	    '  .text.cold (ALIGN(CONSTANT(MAXPAGESIZE)) + CONSTANT(MAXPAGESIZE)) : {' \
