@@ -674,11 +674,18 @@ static void bin_release_empty_slabs_locked(bin_t *bin, unsigned binind)
 }
 
 /* Each bin keeps its current slab even when empty, and empty slabs (bin_t);
- * a purge gives those back too, after collecting what other threads freed. */
+ * a purge gives those back too, after collecting what other threads freed.
+ * A bin with neither slabs nor remote frees is not locked: its lock is the
+ * only write there, and the bins of the classes a thread never used lie on
+ * pages of their own (a thread that only freed, or that used a few small
+ * classes, left 3 of its arena's 6 pages untouched). */
 static void arena_release_empty_slabs(arena_t *a)
 {
     for (unsigned b = 0; b < SC_NBINS; b++) {
         bin_t *bin = &a->bins[b];
+        if (ma_load_relaxed(&bin->slabcur) == NULL && ma_load_relaxed(&bin->nempty) == 0 &&
+            ma_load_relaxed(&bin->remote_slabs) == NULL)
+            continue;
         ma_mutex_lock(&bin->lock);
         bin_collect_remote_locked(bin, b);
         bin_release_empty_slabs_locked(bin, b);
