@@ -675,10 +675,10 @@ static void bin_release_empty_slabs_locked(bin_t *bin, unsigned binind)
 
 /* Each bin keeps its current slab even when empty, and empty slabs (bin_t);
  * a purge gives those back too, after collecting what other threads freed.
- * A bin with neither slabs nor remote frees is not locked: its lock is the
- * only write there, and the bins of the classes a thread never used lie on
- * pages of their own (a thread that only freed, or that used a few small
- * classes, left 3 of its arena's 6 pages untouched). */
+ * A bin with neither slabs nor remote frees is not locked: locking it
+ * wrote its page, and the bins of classes the arena never served lie on
+ * pages of their own (for a thread that only freed, the 3 pages of its
+ * arena's bins, of the arena's 6). */
 static void arena_release_empty_slabs(arena_t *a)
 {
     for (unsigned b = 0; b < SC_NBINS; b++) {
