@@ -53,18 +53,19 @@ PROGLIBS  := -lm -pthread     # test and tool programs
 
 SRC := $(filter-out src/sizeclass/sc_gen.c,$(wildcard src/*/*.c))
 # The code of the cold files (what only profiling, mallctl and reports
-# run) goes into a mapping of its own, and so do the unwind tables
-# (.eh_frame, read only to unwind our own frames: by the profiler), each
-# past a one-page hole ($(BUILD)/cold.ld). A page fault maps the pages
-# around the one faulted (64 KiB, and more with the large folios of recent
-# kernels: here one fault at the start of the text mapped the 112 KiB up to
-# a 128 KiB boundary), so an order within one mapping does not keep code
-# out of memory; a mapping of its own does. Our library's pages resident in
-# a program that does not profile: 184 -> 104 KiB (text 112 -> 52, rodata
-# and unwind tables 44 -> 24); test_linking checks the layout, and that a
-# program that only allocates maps none of the cold code. Functions of cold
-# files that every program runs are MA_HOT_TEXT; their .text.unlikely
-# (startup code, MA_COLD) stays with the rest as well.
+# run) goes into a mapping of its own, and so do their read-only data with
+# the unwind tables (.eh_frame, read only to unwind our own frames: by the
+# profiler), each past a one-page hole ($(BUILD)/cold.ld). A page fault
+# maps the pages around the one faulted (64 KiB, and more with the large
+# folios of recent kernels: here one fault at the start of the text mapped
+# the 112 KiB up to a 128 KiB boundary), so an order within one mapping
+# does not keep code out of memory; a mapping of its own does. Our
+# library's pages resident in a program that does not profile: 184 -> 96
+# KiB (text 112 -> 52, read-only data and unwind tables 44 -> 16);
+# test_linking checks the layout, and that a program that only allocates
+# maps none of the cold code. Functions of cold files that every program
+# runs are MA_HOT_TEXT; their .text.unlikely (startup code, MA_COLD) stays
+# with the rest as well.
 COLD_SRC := src/prof/prof.c $(wildcard src/prof/prof_*.c) src/core/ctl.c src/core/stats.c \
             src/core/stats_print.c src/common/fmt.c src/common/math.c
 SRC := $(filter-out $(COLD_SRC),$(SRC)) $(COLD_SRC)
@@ -89,16 +90,19 @@ $(BUILD)/obj/%.o: src/%.c $(BUILD)/sc_tables.h Makefile
 	@mkdir -p $(@D)
 	$(CC) $(BASEFLAGS) $(LIBFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
 
-# After .rodata: [code][.rodata][hole][cold code][hole][.eh_frame...]. ld
-# starts a new segment where a section lies a page or more past the end of
-# the last one, and the loader maps the gap PROT_NONE. Made again with any
-# cold object, so that a file added to COLD_SRC by its wildcard is in it.
+# After .rodata: [code][.rodata][hole][cold code][hole][cold .rodata]
+# [.eh_frame...]. ld starts a new segment where a section lies a page or
+# more past the end of the last one, and the loader maps the gap PROT_NONE.
+# Made again with any cold object, so that a file added to COLD_SRC by its
+# wildcard is in it.
 $(BUILD)/cold.ld: Makefile $(COLD_OBJ)
 	@mkdir -p $(@D)
 	printf '%s\n' 'SECTIONS {' \
 	    '  .text.cold (ALIGN(CONSTANT(MAXPAGESIZE)) + CONSTANT(MAXPAGESIZE)) : {' \
 	    $(foreach o,$(COLD_OBJ),'    $(o)(.text)') '  }' \
-	    '  . = ALIGN(CONSTANT(MAXPAGESIZE)) + CONSTANT(MAXPAGESIZE);' '}' 'INSERT AFTER .rodata;' > $@
+	    '  . = ALIGN(CONSTANT(MAXPAGESIZE)) + CONSTANT(MAXPAGESIZE);' \
+	    '  .rodata.cold : {' $(foreach o,$(COLD_OBJ),'    $(o)(.rodata .rodata.*)') '  }' '}' \
+	    'INSERT AFTER .rodata;' > $@
 
 $(BUILD)/libmyalloc.so: $(OBJ) $(BUILD)/cold.ld
 	$(CC) -shared -o $@ $(OBJ) $(SANFLAGS) $(LDFLAGS) $(LDLIBS) -Wl,-soname,libmyalloc.so -Wl,-z,now \

@@ -310,8 +310,8 @@ Test(linking, a_program_that_does_not_profile_keeps_few_static_pages, .timeout =
     cr_assert_leq(resident, 8, "%ld pages of the allocator's static data resident", resident);
 }
 
-/* The cold code (profiling, mallctl, reports) and the unwind tables in
- * mappings of their own (Makefile, COLD_SRC): a page fault maps the pages
+/* The cold code (profiling, mallctl, reports), and its read-only data with
+ * the unwind tables, in mappings of their own (Makefile, COLD_SRC): a page fault maps the pages
  * around the one it faults in, in one fresh copy of the library all of the
  * text up to a 128 KiB boundary, so in one mapping with the rest they were
  * resident in every process. */
@@ -375,7 +375,8 @@ static unsigned code_segments(unsigned long lo[4], unsigned long hi[4])
 
 /* The layout the Makefile makes (COLD_SRC): the code of the cold files in
  * a second executable segment, past a hole of at least a page (so that the
- * two are separate mappings), and nothing that every program runs in it:
+ * two are separate mappings), their read-only data after it, and nothing
+ * that every program runs in the cold segment:
  * the allocation paths, what runs at start-up and exit, and the functions
  * of cold files marked MA_HOT_TEXT. */
 Test(linking, the_cold_code_lies_in_a_segment_of_its_own, .timeout = 60)
@@ -387,6 +388,29 @@ Test(linking, the_cold_code_lies_in_a_segment_of_its_own, .timeout = 60)
     const unsigned long page = (unsigned long)sysconf(_SC_PAGESIZE);
     cr_assert_geq(lo[1], MA_ALIGN_UP(hi[0], page) + page, "no hole between the segments: [%#lx, %#lx), [%#lx, %#lx)",
                   lo[0], hi[0], lo[1], hi[1]);
+
+    /* The cold files' read-only data lies past the cold code, with the
+     * unwind tables (what a program that does not profile never reads). */
+    unsigned long rodata_cold = 0, rodata_cold_size = 0, eh_hdr = 0;
+    char *sections = layout_tool_output("readelf -SW");
+    for (char *line = strtok(sections, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+        char *name = strstr(line, "] ");
+        unsigned long addr, off, size;
+        char sec[64], type[32];
+        if (name == NULL || sscanf(name + 2, "%63s %31s %lx %lx %lx", sec, type, &addr, &off, &size) != 5)
+            continue;
+        if (strcmp(sec, ".rodata.cold") == 0) {
+            rodata_cold = addr;
+            rodata_cold_size = size;
+        } else if (strcmp(sec, ".eh_frame_hdr") == 0) {
+            eh_hdr = addr;
+        }
+    }
+    cr_assert_gt(rodata_cold_size, 0, "no .rodata.cold section");
+    cr_assert_geq(rodata_cold, hi[1], ".rodata.cold at %#lx, before the end of the cold code at %#lx", rodata_cold,
+                  hi[1]);
+    cr_assert_geq(eh_hdr, rodata_cold + rodata_cold_size, "the unwind tables at %#lx do not follow .rodata.cold",
+                  eh_hdr);
 
     /* The functions the cold files keep in their own text (not MA_HOT_TEXT). */
     static char coldnames[1 << 16];
