@@ -311,10 +311,10 @@ Test(linking, a_program_that_does_not_profile_keeps_few_static_pages, .timeout =
 }
 
 /* The cold code (profiling, mallctl, reports), and its read-only data with
- * the unwind tables, in mappings of their own (Makefile, COLD_SRC): a page fault maps the pages
- * around the one it faults in, in one fresh copy of the library all of the
- * text up to a 128 KiB boundary, so in one mapping with the rest they were
- * resident in every process. */
+ * the unwind tables, in mappings of their own (Makefile, COLD_SRC): a page
+ * fault maps the pages around the one it faults in, in one fresh copy of
+ * the library all of the text up to a 128 KiB boundary, so in one mapping
+ * with the rest they were resident in every process. */
 Test(linking, a_program_that_only_allocates_maps_none_of_the_cold_code, .timeout = 60)
 {
     static char out[OUTLEN];
