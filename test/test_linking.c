@@ -362,8 +362,9 @@ static unsigned code_segments(unsigned long lo[4], unsigned long hi[4])
     for (char *line = strtok(out, "\n"); line != NULL; line = strtok(NULL, "\n")) {
         unsigned long off, vaddr, paddr, filesz, memsz;
         char flags[8] = "", type[16];
-        if (sscanf(line, " %15s %lx %lx %lx %lx %lx %7[RWE ]", type, &off, &vaddr, &paddr, &filesz, &memsz, flags) < 7 ||
-            strcmp(type, "LOAD") != 0 || strchr(flags, 'E') == NULL)
+        int got = sscanf(line, " %15s %lx %lx %lx %lx %lx %7[RWE ]", type, &off, &vaddr, &paddr, &filesz, &memsz,
+                         flags);
+        if (got < 7 || strcmp(type, "LOAD") != 0 || strchr(flags, 'E') == NULL)
             continue;
         cr_assert_lt(n, 4, "more than 4 executable segments");
         lo[n] = vaddr;
