@@ -467,7 +467,7 @@ static size_t slab_take_remote_bits(extent_t *slab, unsigned binind, void **out,
         ma_fatal("free(): double free of %p", (void *)(slab->addr + (uintptr_t)__builtin_ctzll(twice) * reg_size));
     slab->bitmap[0] |= bits;
     slab->bitmap_hint = 0;
-    unsigned nbits = __builtin_popcountll(bits);
+    unsigned nbits = (unsigned)__builtin_popcountll(bits);
     slab->nfree = (uint16_t)(slab->nfree + nbits);
     return nbits;
 }

@@ -25,10 +25,10 @@
  * after an unrelated change moved free from offset 0x30 of its line to
  * 0x00 and malloc from 0x20 to 0x30; aligned, both builds ran alike). */
 #define MA_ENTRY_ALIGNED __attribute__((aligned(64)))
-/* A function of a cold file (one linked after the code every program runs,
- * see the Makefile's COLD_SRC) that every program runs all the same (boot,
- * decay ticks): the linker places .text.hot before all other code, with
- * the code every process has resident. */
+/* A function of a cold file (see the Makefile's COLD_SRC: their .text goes
+ * to a mapping of its own) that every program runs all the same (boot,
+ * decay ticks): in .text.hot it stays with the code every process has
+ * resident. */
 #define MA_HOT_TEXT __attribute__((section(".text.hot")))
 /* On an extern declaration: lets the compiler reach the object RIP-relative
  * (the fast paths' tables), since -fvisibility=hidden covers definitions

@@ -24,7 +24,7 @@ static unsigned count_cpus(void)
     unsigned n = 0;
     if (!ma_sys_failed(r))
         for (size_t i = 0; i < (size_t)r / sizeof(mask[0]); i++)
-            n += __builtin_popcountll(mask[i]);
+            n += (unsigned)__builtin_popcountll(mask[i]);
     return n > 0 ? n : 1;
 }
 

@@ -772,9 +772,9 @@ static MA_NOINLINE uint64_t pu_gen_read(void)
 static unsigned pu_nstartup;
 
 /* Both run at every startup, profiling or not: MA_COLD places them in
- * .text.unlikely, which the linker puts with the startup code at the front
- * of the library, so a program that never profiles never touches the
- * profiler's pages (the link order in the Makefile). */
+ * .text.unlikely, which stays with the code every program runs when this
+ * file's .text goes to the cold mapping (the Makefile's COLD_SRC), so a
+ * program that never profiles never touches the profiler's pages. */
 static MA_COLD int pu_count_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)info;
