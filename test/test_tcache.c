@@ -936,9 +936,16 @@ Test(tcache, a_new_thread_s_bins_take_remote_objects_only_once_it_allocates_thei
     cr_assert_eq(pthread_join(th, NULL), 0);
 }
 
+/* Pushes a bin takes before it is full (its room between head and full). */
+static unsigned bin_room(unsigned ind)
+{
+    return (uint16_t)(cache_bin_bits(bin_of(ind)->head) - bin_of(ind)->full) / sizeof(void *);
+}
+
 /* A GC step closes a bin its thread did not pop from since the previous
- * step, and one with pops opens it again; so does a free of the thread's
- * own object, which a closed bin must not send to the slow path for good. */
+ * step, and one with pops opens it again. A free of the thread's own
+ * object, which a closed bin must not send to the slow path for good,
+ * gives it room for a batch (TCACHE_FREE_BATCH). */
 Test(tcache, a_gc_step_closes_a_bin_the_thread_stopped_allocating_from)
 {
     const unsigned i128 = sc_size2index(128);
@@ -958,9 +965,13 @@ Test(tcache, a_gc_step_closes_a_bin_the_thread_stopped_allocating_from)
         free(o.lines[i]);
     cr_assert_eq(ncached(i128), c0, "a closed bin took %u remote objects", ncached(i128) - c0);
 
-    free(mine[0]); /* own object: cached, and the bin opens */
+    /* Own objects: cached, in a batch's room (no pop since the step). */
+    const unsigned batch = MA_MIN(tcache_bin_cap(tsd, i128), TCACHE_FREE_BATCH);
+    cr_assert_leq(c0 + 4, batch, "the test needs room for its 4 objects");
+    free(mine[0]);
     cr_assert_eq(ncached(i128), c0 + 1, "the thread's own object was not cached");
-    cr_assert(!cache_bin_closed(bin_of(i128)), "a free of the thread's own object left the bin closed");
+    cr_assert_eq(bin_room(i128), batch - (c0 + 1), "a free of the thread's own object left room for %u, not a batch",
+                 bin_room(i128));
     for (int i = 1; i < 4; i++)
         free(mine[i]);
     cr_assert_eq(ncached(i128), c0 + 4);
@@ -976,6 +987,51 @@ Test(tcache, a_gc_step_closes_a_bin_the_thread_stopped_allocating_from)
     cr_assert_eq(pthread_join(th, NULL), 0);
     for (int i = 0; i < REMOTE_N; i++)
         free(o.small[i]);
+}
+
+/* A thread that frees its own arena's objects of a class it does not
+ * allocate (a consumer that shares its producer's arena) holds them a
+ * batch at a time (TCACHE_FREE_BATCH), each batch flushed whole, not a
+ * bin's capacity of them that it would never hand out. */
+#define FREE_ONLY_N 200
+typedef struct {
+    unsigned arena;
+    void *objs[FREE_ONLY_N];
+    unsigned max_cached, batch;
+    uint64_t nflushes;
+} free_only_probe_t;
+
+static void *free_only_main(void *arg)
+{
+    free_only_probe_t *c = arg;
+    const unsigned i96 = sc_size2index(96);
+    cr_assert_eq(mallctl("thread.arena", NULL, NULL, &c->arena, sizeof(c->arena)), 0);
+    free(malloc(16)); /* thread state set up; a fill of 16 B only */
+    tsd_t *t = tsd_fetch();
+    cr_assert_eq(tsd_arena(t)->ind, c->arena);
+    c->batch = MA_MIN(tcache_bin_cap(t, i96), TCACHE_FREE_BATCH);
+    bin_stats_t *st = &tsd_arena(t)->bins[i96].stats;
+    uint64_t nfl0 = st->nflushes;
+    for (int i = 0; i < FREE_ONLY_N; i++) {
+        free(c->objs[i]);
+        c->max_cached = MA_MAX(c->max_cached, cache_bin_ncached(&t->bins[i96]));
+    }
+    c->nflushes = st->nflushes - nfl0;
+    return NULL;
+}
+
+Test(tcache, a_thread_that_only_frees_its_arenas_objects_of_a_class_holds_a_batch_of_them)
+{
+    free_only_probe_t c = {.arena = tsd_arena(tsd)->ind};
+    for (int i = 0; i < FREE_ONLY_N; i++)
+        c.objs[i] = malloc(96);
+    pthread_t ct;
+    cr_assert_eq(pthread_create(&ct, NULL, free_only_main, &c), 0);
+    cr_assert_eq(pthread_join(ct, NULL), 0);
+    cr_assert_eq(c.max_cached, c.batch, "the freeing thread held up to %u objects, not a batch of %u", c.max_cached,
+                 c.batch);
+    cr_assert_eq(c.nflushes, (FREE_ONLY_N - 1) / c.batch, "%" PRIu64 " flushes of %d objects in batches of %u",
+                 c.nflushes, FREE_ONLY_N, c.batch);
 }
 
 /* A line-sized object of another arena that finds this thread's bin full

@@ -30,10 +30,13 @@
  *   A bin is closed while its thread does not allocate its class: from the
  *   start, and from a GC step that finds it unpopped since the previous
  *   one, until its next fill, GC step with pops, or free of the thread's
- *   own object into it (tcache.c). Free's fast path caches other arenas'
+ *   own object into it after a pop (tcache.c). Without a pop, such a free
+ *   gives the closed bin room for a batch only (TCACHE_FREE_BATCH), which
+ *   is flushed whole when full. Free's fast path caches other arenas'
  *   objects of whole-line classes (rtree.h) without a test of its own: a
- *   closed bin refuses them, so a thread that only frees a class (a
- *   consumer) sends those home instead of pinning them.
+ *   closed bin refuses them (but into a batch's room), so a thread that
+ *   only frees a class (a consumer) sends those home instead of pinning
+ *   them.
  */
 #ifndef MYALLOC_CACHE_BIN_H
 #define MYALLOC_CACHE_BIN_H

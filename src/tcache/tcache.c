@@ -321,7 +321,22 @@ void *tcache_alloc_hard(tsd_t *tsd, unsigned ind)
 void tcache_dalloc_hard(tsd_t *tsd, unsigned ind, void *p)
 {
     cache_bin_t *b = &tsd->bins[ind];
-    /* The thread's own object (dalloc_elm): it uses the class after all. */
+    if (cache_bin_closed(b) && !cache_bin_popped(b)) {
+        /* The thread's own object, into a bin of a class it does not
+         * allocate: a batch (TCACHE_FREE_BATCH), flushed whole when full,
+         * with room left open for the rest of it (free's fast path fills
+         * that room, with other arenas' line objects too: they leave with
+         * the batch). */
+        unsigned batch = MA_MIN((unsigned)b->cap, TCACHE_FREE_BATCH);
+        if (cache_bin_ncached(b) >= batch)
+            bin_flush_oldest(tsd, ind, cache_bin_ncached(b));
+        b->full = cache_bin_bits(b->head - (batch - cache_bin_ncached(b)));
+        bool pushed = cache_bin_push_fast(b, p);
+        (void)pushed; /* there is room: batch > ncached */
+        return;
+    }
+    /* The thread's own object (dalloc_elm), into a bin it pops from: it
+     * uses the class after all. */
     if (cache_bin_closed(b)) {
         cache_bin_open(b);
         if (cache_bin_push_fast(b, p))
