@@ -84,16 +84,16 @@
  * all +2,376 KiB. */
 #define TCACHE_THREAD_BYTES_PAGES ((size_t)4 << 20)
 #define TCACHE_REMOTE_CYCLES     2
-/* What a closed bin (cache_bin.h: the thread has not allocated the class
- * for a whole GC interval) holds of the thread's own frees: a batch to
- * flush in one go, not a cache. Opened to its capacity instead, the bins
- * of a consumer that shares its producer's arena stayed 3/4 to all full
- * of objects it would never hand out. prodcons with narenas:1, peak RSS
- * (medians of 9 runs) and CPU time (paired, 11 runs): 1+1 2,264 -> 2,212
- * KiB, x 0.93; 2+2 2,776 -> 2,640 KiB, x 0.88; 8+8 5,508 -> 4,976 KiB,
- * x 0.88. With the default arenas a consumer's own objects are only
- * those its producer borrowed (arena.c): 8+8 unchanged, CPU paired 0.95
- * [0.86, 1.24] over 15 runs. */
+/* What a closed bin (cache_bin.h: its thread has not allocated the class
+ * yet, or not for a whole GC interval) holds of the thread's own frees: a
+ * batch to flush in one go, not a cache. Opened to its capacity instead,
+ * the bins of a consumer that shares its producer's arena stayed 3/4 to
+ * all full of objects it would never hand out. prodcons with narenas:1,
+ * peak RSS (medians of 9 runs) and CPU time (paired, 11 runs): 1+1 2,264
+ * -> 2,212 KiB, x 0.93; 2+2 2,776 -> 2,640 KiB, x 0.88; 8+8 5,508 ->
+ * 4,976 KiB, x 0.88. With the default arenas (8 on 2 CPUs) few consumers
+ * share one with a producer: 8+8's peak RSS did not move, CPU paired 0.95
+ * [0.86, 1.24] over 15 runs; 16+16 9,836 -> 9,516 KiB (7 runs). */
 #define TCACHE_FREE_BATCH        32
 
 /* Options (set before tcache_boot). */
