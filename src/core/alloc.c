@@ -392,6 +392,9 @@ static void *realloc_caller(void *p, size_t size, void *caller)
         free(p);
         return NULL;
     }
+    void *q;
+    if (likely(ralloc_fast(p, size, &q)))
+        return q;
     return ma_ralloc(p, size, 0, 0, true, caller);
 }
 

@@ -54,8 +54,11 @@ MA_EXPORT void *rallocx(void *p, size_t size, int flags)
         errno = EINVAL;
         return NULL;
     }
+    void *q;
+    if (flags == 0 && size != 0 && likely(ralloc_fast(p, size, &q)))
+        return q;
     int saved = errno;
-    void *q = ma_ralloc(p, size, flags_align(flags), flags, false, MA_CALLER());
+    q = ma_ralloc(p, size, flags_align(flags), flags, false, MA_CALLER());
     errno = saved;
     return q;
 }
