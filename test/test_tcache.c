@@ -45,6 +45,14 @@ static bin_stats_t *arena_bin_stats(unsigned ind) { return &tsd_arena(tsd)->bins
  * thread_allocated / thread_deallocated
  */
 
+/* Live page runs of large class SC_NBINS + c in arena a. */
+static size_t large_live(const arena_t *a, unsigned c)
+{
+    large_stats_t s;
+    arena_large_read(a, c, &s);
+    return s.curlextents;
+}
+
 Test(tcache, thread_counters_sum_usable_sizes)
 {
     void *ps[64];
@@ -202,18 +210,18 @@ Test(tcache, large_classes_are_cached_too)
     tcache_flush(tsd);
     arena_t *a = tsd_arena(tsd);
     void *p = malloc(SC_LARGE_MINCLASS), *q = malloc(SC_LARGE_MINCLASS);
-    size_t cur = a->large[0].curlextents;
+    size_t cur = large_live(a, 0);
     free(p);
     free(q);
     cr_assert_eq(ncached(ind), 2);
-    cr_assert_eq(a->large[0].curlextents, cur, "a cached large object stays allocated");
+    cr_assert_eq(large_live(a, 0), cur, "a cached large object stays allocated");
     cr_assert_eq(malloc(SC_LARGE_MINCLASS), q);
     cr_assert_eq(malloc(SC_LARGE_MINCLASS), p);
     free(p);
     free(q);
     tcache_flush(tsd);
     cr_assert_eq(ncached(ind), 0);
-    cr_assert_eq(a->large[0].curlextents, cur - 2);
+    cr_assert_eq(large_live(a, 0), cur - 2);
 }
 
 Test(tcache, an_empty_bin_is_filled_by_ncached_max_shifted_by_lg_fill_div)
@@ -356,14 +364,14 @@ Test(tcache, flush_empties_every_bin)
     for (unsigned ind = 0; ind < tsd->tcache_nbins; ind++) {
         cached[ind] = ncached(ind);
         total += cached[ind];
-        cur[ind] = ind < SC_NBINS ? a->bins[ind].stats.curregs : a->large[ind - SC_NBINS].curlextents;
+        cur[ind] = ind < SC_NBINS ? a->bins[ind].stats.curregs : large_live(a, ind - SC_NBINS);
         cr_assert_geq(cached[ind], 3, "class %zu: %u cached", sc_index2size(ind), cached[ind]);
     }
     tcache_flush(tsd);
     for (unsigned ind = 0; ind < TCACHE_NBINS_LIMIT; ind++)
         cr_assert_eq(ncached(ind), 0, "bin %u still holds %u after a flush", ind, ncached(ind));
     for (unsigned ind = 0; ind < tsd->tcache_nbins; ind++) {
-        size_t now = ind < SC_NBINS ? a->bins[ind].stats.curregs : a->large[ind - SC_NBINS].curlextents;
+        size_t now = ind < SC_NBINS ? a->bins[ind].stats.curregs : large_live(a, ind - SC_NBINS);
         cr_assert_eq(now, cur[ind] - cached[ind], "class %zu: in use %zu, was %zu with %u cached",
                      sc_index2size(ind), now, cur[ind], cached[ind]);
     }

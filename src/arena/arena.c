@@ -602,6 +602,22 @@ void arena_bin_count_requests(arena_t *a, unsigned binind, uint64_t n)
     ma_fetch_add(&a->bins[binind].stats.nrequests, n);
 }
 
+void arena_large_count_cached(arena_t *a, unsigned ind, uint64_t n)
+{
+    ma_fetch_add(&a->large[ind - SC_NBINS].nrequests_cached, n);
+}
+
+/* ndalloc first: every free it counts follows an allocation that nmalloc,
+ * read after it, counts too, so the difference never goes below 0. */
+void arena_large_read(const arena_t *a, unsigned c, large_stats_t *out)
+{
+    const large_counts_t *lc = &a->large[c];
+    out->ndalloc = ma_load_acquire(&lc->ndalloc);
+    out->nmalloc = ma_load_acquire(&lc->nmalloc);
+    out->nrequests = out->nmalloc + ma_load_relaxed(&lc->nrequests_cached);
+    out->curlextents = (size_t)(out->nmalloc - out->ndalloc);
+}
+
 /* ---------------------------------------------------------------------
  * Large.
  */
@@ -615,21 +631,13 @@ void *arena_malloc_large(arena_t *a, size_t usize, size_t align, bool zero)
         return NULL;
     if (zero && !zeroed)
         memset((void *)e->addr, 0, usize);
-    large_stats_t *ls = &a->large[szind - SC_NBINS];
-    ma_fetch_add(&ls->nmalloc, 1);
-    ma_fetch_add(&ls->nrequests, 1);
-    ma_fetch_add(&ls->curlextents, 1);
-    ma_fetch_add(&a->large_allocated, usize);
+    ma_fetch_add(&a->large[szind - SC_NBINS].nmalloc, 1);
     return (void *)e->addr;
 }
 
 void arena_dalloc_large(extent_t *e)
 {
-    arena_t *a = arenas[e->arena_ind];
-    large_stats_t *ls = &a->large[e->szind - SC_NBINS];
-    ma_fetch_add(&ls->ndalloc, 1);
-    ma_fetch_sub(&ls->curlextents, 1);
-    ma_fetch_sub(&a->large_allocated, e->size);
+    ma_fetch_add(&arenas[e->arena_ind]->large[e->szind - SC_NBINS].ndalloc, 1);
     extent_dalloc(e->pool, e);
 }
 
@@ -650,12 +658,9 @@ bool arena_ralloc_large_in_place(extent_t *e, size_t new_usize, bool zero)
             memset((void *)(e->addr + old), 0, new_usize - old);
     }
     if (ok) {
-        ma_fetch_add(&a->large[old_ind - SC_NBINS].ndalloc, 1);
-        ma_fetch_sub(&a->large[old_ind - SC_NBINS].curlextents, 1);
+        /* The new class's allocation first (arena_large_read). */
         ma_fetch_add(&a->large[new_ind - SC_NBINS].nmalloc, 1);
-        ma_fetch_add(&a->large[new_ind - SC_NBINS].nrequests, 1);
-        ma_fetch_add(&a->large[new_ind - SC_NBINS].curlextents, 1);
-        ma_fetch_add(&a->large_allocated, new_usize - old); /* wraps correctly when shrinking */
+        ma_fetch_add(&a->large[old_ind - SC_NBINS].ndalloc, 1);
     }
     return ok;
 }

@@ -64,11 +64,13 @@ static void arena_add(stats_arena_t *to, arena_t *a)
         to->small_nfills += s.nfills;
         to->small_nflushes += s.nflushes;
     }
-    to->large_allocated += ma_load_relaxed(&a->large_allocated);
     for (unsigned c = 0; c < SC_NSIZES - SC_NBINS; c++) {
-        to->large_nmalloc += ma_load_relaxed(&a->large[c].nmalloc);
-        to->large_ndalloc += ma_load_relaxed(&a->large[c].ndalloc);
-        to->large_nrequests += ma_load_relaxed(&a->large[c].nrequests);
+        large_stats_t l;
+        arena_large_read(a, c, &l);
+        to->large_allocated += l.curlextents * sc_index2size(SC_NBINS + c);
+        to->large_nmalloc += l.nmalloc;
+        to->large_ndalloc += l.ndalloc;
+        to->large_nrequests += l.nrequests;
     }
     to->resident = (to->pactive - to->pslab_purged + to->pdirty) << LG_PAGE;
 }
@@ -130,10 +132,12 @@ bool stats_lextent(size_t i, unsigned c, large_stats_t *out)
         arena_t *a = arena_if_exists(k);
         if (a == NULL)
             continue;
-        out->nmalloc += ma_load_relaxed(&a->large[c].nmalloc);
-        out->ndalloc += ma_load_relaxed(&a->large[c].ndalloc);
-        out->nrequests += ma_load_relaxed(&a->large[c].nrequests);
-        out->curlextents += ma_load_relaxed(&a->large[c].curlextents);
+        large_stats_t l;
+        arena_large_read(a, c, &l);
+        out->nmalloc += l.nmalloc;
+        out->ndalloc += l.ndalloc;
+        out->nrequests += l.nrequests;
+        out->curlextents += l.curlextents;
     }
     return i == MALLCTL_ARENAS_ALL || arena_if_exists(i) != NULL;
 }

@@ -92,7 +92,7 @@ static void bin_merge_requests(tsd_t *tsd, unsigned ind)
     if (ind < SC_NBINS)
         arena_bin_count_requests(tsd->arena, ind, n);
     else
-        ma_fetch_add(&tsd->arena->large[ind - SC_NBINS].nrequests, n);
+        arena_large_count_cached(tsd->arena, ind, n);
 }
 
 void tcache_merge_stats(tsd_t *tsd)
