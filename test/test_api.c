@@ -145,6 +145,29 @@ Test(api, alignments_up_to_1gib)
     }
 }
 
+/* Zero bytes at an alignment: still an aligned region, also when the thread
+ * cache holds objects of the smallest class (the fast path rounds 0 up to
+ * the alignment, not to the smallest class). */
+Test(api, aligned_requests_of_zero_bytes_are_aligned)
+{
+    for (size_t a = 32; a <= 4096; a *= 2) {
+        void *small[8];
+        for (int i = 0; i < 8; i++)
+            small[i] = malloc(1);
+        for (int i = 0; i < 8; i++)
+            free(small[i]);
+        for (int k = 0; k < 3; k++) {
+            void *p = NULL;
+            cr_assert_eq(posix_memalign(&p, a, 0), 0);
+            cr_assert(ALIGNED(p, a), "posix_memalign(%zu, 0) = %p", a, p);
+            void *q = aligned_alloc(a, 0);
+            cr_assert(q != NULL && ALIGNED(q, a), "aligned_alloc(%zu, 0) = %p", a, q);
+            free(p);
+            free(q);
+        }
+    }
+}
+
 Test(api, valloc_and_pvalloc_are_page_aligned)
 {
     size_t pg = (size_t)sysconf(_SC_PAGESIZE);

@@ -419,8 +419,13 @@ MA_EXPORT int posix_memalign(void **memptr, size_t align, size_t size)
 {
     if (unlikely(align < sizeof(void *) || !is_pow2(align)))
         return EINVAL;
+    void *p;
+    if (likely(alloc_aligned_fast(size, align, &p))) {
+        *memptr = p;
+        return 0;
+    }
     int saved = errno;
-    void *p = ma_alloc_slow(size, align, 0, MA_CALLER());
+    p = ma_alloc_slow(size, align, 0, MA_CALLER());
     errno = saved;
     if (unlikely(p == NULL))
         return ENOMEM;
@@ -434,6 +439,9 @@ static void *aligned_caller(size_t align, size_t size, void *caller)
         errno = EINVAL;
         return NULL;
     }
+    void *p;
+    if (likely(alloc_aligned_fast(size, align, &p)))
+        return p;
     return ma_alloc_slow(size, align, 0, caller);
 }
 
@@ -449,6 +457,9 @@ MA_EXPORT void *memalign(size_t align, size_t size)
 
 MA_EXPORT void *valloc(size_t size)
 {
+    void *p;
+    if (likely(alloc_aligned_fast(size, pages_os_page_size(), &p)))
+        return p;
     return ma_alloc_slow(size, pages_os_page_size(), 0, MA_CALLER());
 }
 

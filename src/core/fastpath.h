@@ -31,6 +31,18 @@ MA_INLINE bool alloc_fast(size_t size, void **out)
     return true;
 }
 
+/* An aligned request of a small class, from the thread cache: a class whose
+ * size is a multiple of align (at most a page) has every region aligned
+ * (slabs are page-aligned), and the class of size rounded up to align is
+ * one (sc_sa2u). A zero size still takes an aligned region. */
+MA_INLINE bool alloc_aligned_fast(size_t size, size_t align, void **out)
+{
+    if (unlikely(align > PAGE || size > SC_LOOKUP_MAXCLASS))
+        return false;
+    size_t mask = align - 1;
+    return alloc_fast(((size | (size == 0)) + mask) & ~mask, out);
+}
+
 /* Object on a slab this thread may cache (its own arena's, or any arena's
  * of a whole-line class: rtree.h), not sampled, not large, pushed to the
  * thread cache. The fast map's byte for p's page indexes the bin; 0 (none

@@ -41,6 +41,8 @@ MA_EXPORT MA_ENTRY_ALIGNED void *mallocx(size_t size, int flags)
             return p;
         return ma_alloc_slow(size, 0, 0, MA_CALLER());
     }
+    if ((flags & ~MA_FLAG_LG_ALIGN_MASK) == 0 && alloc_aligned_fast(size, flags_align(flags), &p))
+        return p;
     if (unlikely(!flags_supported(flags))) {
         errno = EINVAL;
         return NULL;
