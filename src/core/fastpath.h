@@ -65,13 +65,13 @@ MA_INLINE bool free_fast(void *p)
 }
 
 /* realloc of a slab object (not sampled) to a size below the extended slab
- * classes (so no page run is due: ma_ralloc) and within the fast path's
- * size table, with no event due: kept when
- * the size's class is its own, else moved through the two fast paths
- * above. The object's start is checked (its slab's extent, often a cache
- * miss: 46% of ma_check_live's samples in make bench's realloc) after the
- * new object is popped, so that the miss overlaps with the pop; a failed
- * check goes to ma_ralloc, which reports it. false: nothing was done. */
+ * classes (no page run is due: ma_ralloc) and within the size table, with
+ * no event due: kept when the size's class is its own, else moved through
+ * the two fast paths above. The object's start is checked (its slab's
+ * extent, often a cache miss: 46% of ma_check_live's samples in make
+ * bench's realloc) after the new object is popped, so that the miss
+ * overlaps with the pop; a failed check goes to ma_ralloc or to
+ * ma_check_live, which report it. false: nothing was done. */
 MA_INLINE bool ralloc_fast(void *p, size_t size, void **out)
 {
     if (unlikely(size > MA_MIN(SC_SLAB_EXTENDED_MINCLASS - 1, SC_LOOKUP_MAXCLASS)))
