@@ -1270,6 +1270,37 @@ Test(prof, sampled_objects_keep_their_contents_through_realloc)
     in_thread(realloc_job, NULL);
 }
 
+/* realloc's fast paths (src/core/fastpath.h) take the sampler's events
+ * where they fall. Each realloc here allocates its result's usable size:
+ * 48 B -> 208 B moves, 208 B -> 208 B stays in place. The object left at
+ * the end is sampled exactly when the second realloc was (a sampled result
+ * has its own page; an unsampled one is never a sampled object's). An event
+ * that the in-place realloc let pass would land on the next 48 B malloc,
+ * and too few final objects would be sampled. */
+SITE void realloc_site(void **keep, size_t n, size_t size)
+{
+    for (size_t i = 0; i < n; i++) {
+        void *p = malloc(40);
+        BARRIER(p);
+        p = realloc(p, size);
+        BARRIER(p);
+        keep[i] = realloc(p, size + 1);
+        BARRIER(keep[i]);
+    }
+}
+
+Test(prof, reallocs_between_small_classes_are_sampled_at_the_rate)
+{
+    const size_t size = 200;
+    cr_assert_eq(sc_s2u(size), sc_s2u(size + 1));
+    cr_assert_neq(sc_s2u(40), sc_s2u(size));
+    prof_start(10, 12, false);
+    count_job_t j = {.site = realloc_site, .n = 20000, .size = size};
+    in_thread(count_job_run, &j);
+    check_binomial("realloc's results", j.sampled, (double)j.n, p_sample((double)sc_s2u(size), 10));
+    count_job_free(&j);
+}
+
 static void *calloc_job(void *arg)
 {
     (void)arg;
