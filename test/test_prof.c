@@ -1301,6 +1301,32 @@ Test(prof, reallocs_between_small_classes_are_sampled_at_the_rate)
     count_job_free(&j);
 }
 
+/* The aligned entry points' fast path (alloc_aligned_fast) samples as
+ * malloc does: at the rate of the usable size it hands out. */
+SITE void aligned_site(void **keep, size_t n, size_t size)
+{
+    for (size_t i = 0; i < n; i++) {
+        cr_assert_eq(posix_memalign(&keep[i], 64, size), 0);
+        BARRIER(keep[i]);
+    }
+}
+
+Test(prof, aligned_requests_are_sampled_at_the_rate)
+{
+    const size_t size = 200;
+    void *p = NULL;
+    cr_assert_eq(posix_memalign(&p, 64, size), 0);
+    const size_t usize = malloc_usable_size(p);
+    free(p);
+    prof_start(10, 13, false);
+    count_job_t j = {.site = aligned_site, .n = 20000, .size = size};
+    in_thread(count_job_run, &j);
+    check_binomial("posix_memalign's results", j.sampled, (double)j.n, p_sample((double)usize, 10));
+    for (size_t i = 0; i < j.n; i++)
+        cr_assert_eq((uintptr_t)j.keep[i] % 64, 0);
+    count_job_free(&j);
+}
+
 static void *calloc_job(void *arg)
 {
     (void)arg;
