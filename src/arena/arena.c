@@ -231,7 +231,8 @@ static unsigned bin_borrow_locked(arena_t *a, unsigned binind, void **out, unsig
         if (lender == NULL)
             continue;
         bin_t *bin = &lender->bins[binind];
-        if (ma_load_relaxed(&bin->stats.nonfull_slabs) == 0 || !ma_mutex_trylock(&bin->lock))
+        if (!arena_bin_used(lender, binind) || ma_load_relaxed(&bin->stats.nonfull_slabs) == 0 ||
+            !ma_mutex_trylock(&bin->lock))
             continue;
         unsigned got = 0;
         extent_t *slab;
@@ -253,9 +254,17 @@ static unsigned bin_borrow_locked(arena_t *a, unsigned binind, void **out, unsig
     return 0;
 }
 
+/* Mark bin b of a used (arena_bin_used) before it is first written. */
+static void arena_bin_use(arena_t *a, unsigned b)
+{
+    if (unlikely(!arena_bin_used(a, b)))
+        __atomic_fetch_or(&a->bins_used[b / 64], (uint64_t)1 << (b % 64), __ATOMIC_RELAXED);
+}
+
 unsigned arena_fill_small_max(arena_t *a, unsigned binind, void **out, unsigned n, unsigned nmax)
 {
     bin_t *bin = &a->bins[binind];
+    arena_bin_use(a, binind);
     unsigned got = 0, borrowed = 0;
     ma_mutex_lock(&bin->lock);
     /* What other threads freed first, as much as fits: what is not taken
@@ -599,6 +608,7 @@ void *arena_malloc_small(arena_t *a, unsigned binind, bool zero)
 
 void arena_bin_count_requests(arena_t *a, unsigned binind, uint64_t n)
 {
+    arena_bin_use(a, binind);
     ma_fetch_add(&a->bins[binind].stats.nrequests, n);
 }
 
@@ -688,6 +698,8 @@ static void arena_release_empty_slabs(arena_t *a)
 {
     for (unsigned b = 0; b < SC_NBINS; b++) {
         bin_t *bin = &a->bins[b];
+        if (!arena_bin_used(a, b))
+            continue;
         if (ma_load_relaxed(&bin->slabcur) == NULL && ma_load_relaxed(&bin->nempty) == 0 &&
             ma_load_relaxed(&bin->remote_slabs) == NULL)
             continue;
@@ -988,7 +1000,7 @@ static size_t arena_purge_slabs(arena_t *a, bool decay, uint64_t now_ns, size_t 
         .decay = decay, .max_pages = max_pages, .max_ranges = SIZE_MAX, .max_slabs = SIZE_MAX, .batch = batch};
     if (!decay) {
         for (unsigned b = 0; b < SC_NBINS; b++) {
-            if (!bin_has_slabs_to_purge(&a->bins[b], b))
+            if (!arena_bin_used(a, b) || !bin_has_slabs_to_purge(&a->bins[b], b))
                 continue;
             /* Visit after visit, each going on where the last stopped. */
             t.resume = false;
@@ -1035,7 +1047,8 @@ static size_t arena_purge_slabs(arena_t *a, bool decay, uint64_t now_ns, size_t 
              * bin each period for nothing took 3% of footprint server's
              * CPU time once the load had shrunk. Its slabs' idle counts
              * wait, so a slab there purges up to one period later. */
-            if (!bin_has_slabs_to_purge(bin, b) || ma_load_relaxed(&bin->slabs_settled))
+            if (!arena_bin_used(a, b) || !bin_has_slabs_to_purge(bin, b) ||
+                ma_load_relaxed(&bin->slabs_settled))
                 continue;
             arena_visit_bin(a, b, &t);
             if (t.stopped) /* maybe more: again soon */
@@ -1095,6 +1108,8 @@ size_t arena_decay(arena_t *a, uint64_t now_ns, size_t max_pages)
         return n + extent_decay(&a->pool, now_ns, max_pages);
     ma_store_relaxed(&a->bins_scanned_ns, now_ns);
     for (unsigned b = 0; b < SC_NBINS; b++) {
+        if (!arena_bin_used(a, b))
+            continue;
         bin_t *bin = &a->bins[b];
         const unsigned nregs = sc_bin_info[b].nregs;
         extent_t *slab = ma_load_relaxed(&bin->slabcur);

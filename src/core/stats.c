@@ -19,6 +19,10 @@
 
 static void bin_read(arena_t *a, unsigned b, bin_stats_t *out)
 {
+    if (!arena_bin_used(a, b)) {
+        memset(out, 0, sizeof(*out));
+        return;
+    }
     bin_t *bin = &a->bins[b];
     ma_mutex_lock(&bin->lock);
     *out = bin->stats;
