@@ -2359,7 +2359,7 @@ Test(decay, churn_packs_objects_into_fewer_slabs)
  * steepest slope of smoothstep is 1.5 per period: 0.75% per epoch). */
 Test(decay_curve, allowance_follows_a_smooth_curve)
 {
-    decay_t d = {0}; /* decay_init clears sparsely: it reads first (memcheck) */
+    decay_t d = {0}; /* decay_init starts a zero decay; decay_reset one in use */
     const ssize_t ms = 1000;
     const uint64_t t0 = 1000000000ull;
     decay_init(&d, ms, t0);
@@ -2386,20 +2386,28 @@ Test(decay_curve, allowance_follows_a_smooth_curve)
               at_half, P);
     cr_assert_eq(limit, 0, "after the period nothing may stay");
     /* A long gap (a thread that stopped allocating): all due at once. */
-    decay_init(&d, ms, t0);
+    decay_reset(&d, ms, t0);
     cr_assert(decay_advance(&d, t0 + iv, P, &limit));
     cr_assert(decay_advance(&d, t0 + 10 * (uint64_t)ms * 1000000, P, &limit));
     cr_assert_eq(limit, 0);
     /* -1 and 0 never advance (-1: never purge; 0: the owner purges at free). */
-    decay_init(&d, -1, t0);
+    decay_reset(&d, -1, t0);
     cr_assert_not(decay_advance(&d, t0 + 100ull * 1000000000, P, &limit));
     cr_assert_eq(decay_ns_to_next_epoch(&d, t0), UINT64_MAX);
-    decay_init(&d, 0, t0);
+    decay_reset(&d, 0, t0);
     cr_assert_not(decay_advance(&d, t0 + 100ull * 1000000000, P, &limit));
 }
 
 #define POOL_IND (ARENAS_MAX - 2) /* no arena has this index */
 static extent_pool_t pool;
+
+/* extent_pool_init takes zero memory: a test that starts the pool again
+ * clears it first (what the last start's extents held leaks). */
+static void pool_start(void)
+{
+    memset(&pool, 0, sizeof(pool));
+    extent_pool_init(&pool, POOL_IND, false);
+}
 
 /* n extents of the smallest large class freed into the pool's dirty set,
  * with an active one between each two (so that they do not coalesce);
@@ -2426,7 +2434,7 @@ static void pool_fill_dirty(unsigned n, extent_t **keep)
  * with muzzy decay on, pages go dirty -> muzzy -> retained. */
 Test(decay_curve, pool_purges_gradually_and_boundedly)
 {
-    extent_pool_init(&pool, POOL_IND, false);
+    pool_start();
     const ssize_t ms = 1000;
     extent_set_decay(&pool, ms, 0);
     extent_set_hold(&pool, 0); /* the curve alone: the hold is tested below */
@@ -2500,7 +2508,7 @@ Test(decay_curve, pool_purges_gradually_and_boundedly)
  * first epoch, about half by the middle of the period. */
 Test(decay_curve, an_empty_set_skips_its_epochs_and_then_decays_as_usual)
 {
-    extent_pool_init(&pool, POOL_IND, false);
+    pool_start();
     extent_set_decay(&pool, 1000, 0);
     extent_set_hold(&pool, 0); /* as there */
     uint64_t t0 = pool.decay_dirty.epoch_start_ns, iv = pool.decay_dirty.interval_ns;
@@ -2569,7 +2577,7 @@ Test(decay_curve, the_hold_fades_along_smoothstep_over_its_window)
  * decay takes them all. Explicit purges and the dirty cap ignore the hold. */
 Test(decay_curve, pool_decay_holds_the_pages_of_a_recent_peak)
 {
-    extent_pool_init(&pool, POOL_IND, false);
+    pool_start();
     extent_set_decay(&pool, 1000, 0);
     extent_set_hold(&pool, 4000); /* slices of 500 ms; peaks from now on */
     uint64_t t0 = pool.hold.bucket_start_ns, slice = pool.hold.bucket_ns;
@@ -2631,7 +2639,7 @@ Test(decay_curve, pool_caps_dirty_pages)
 {
     const size_t floor_pages = ((size_t)16 << 20) / PAGE, ext = (size_t)1 << 20;
     /* Nothing else active: the cap is the 16 MiB floor. */
-    extent_pool_init(&pool, POOL_IND, false);
+    pool_start();
     extent_set_decay(&pool, 10000, 0);
     size_t freed = pool_free_many((size_t)64 << 20, ext);
     cr_assert_leq(pool.dirty.npages, floor_pages, "%zu dirty pages over the %zu-page cap", pool.dirty.npages,
@@ -2643,7 +2651,7 @@ Test(decay_curve, pool_caps_dirty_pages)
                  (unsigned long long)pool.stats.npurge[0]);
 
     /* 128 MiB active (never touched): 64 MiB freed stays dirty. */
-    extent_pool_init(&pool, POOL_IND, false);
+    pool_start();
     extent_set_decay(&pool, 10000, 0);
     bool z;
     size_t big = (size_t)128 << 20;
@@ -2655,7 +2663,7 @@ Test(decay_curve, pool_caps_dirty_pages)
 
     /* 32 MiB active: the cap is 64 MiB. 56 MiB freed stay; 96 MiB do not. */
     for (int k = 0; k < 2; k++) {
-        extent_pool_init(&pool, POOL_IND, false);
+        pool_start();
         extent_set_decay(&pool, 10000, 0);
         size_t act = (size_t)32 << 20, cap_pages = 2 * act / PAGE;
         cr_assert_not_null(extent_alloc(&pool, act, PAGE, sc_size2index(act), false, &z));
@@ -2669,7 +2677,7 @@ Test(decay_curve, pool_caps_dirty_pages)
     }
 
     /* -1: never. */
-    extent_pool_init(&pool, POOL_IND, false);
+    pool_start();
     extent_set_decay(&pool, -1, -1);
     freed = pool_free_many((size_t)64 << 20, ext);
     cr_assert_eq(pool.dirty.npages, freed);
@@ -2679,7 +2687,7 @@ Test(decay_curve, pool_caps_dirty_pages)
 /* Decay 0: pages are purged in extent_dalloc; -1: never, however late. */
 Test(decay_curve, pool_zero_and_minus_one)
 {
-    extent_pool_init(&pool, POOL_IND, false);
+    pool_start();
     enum { N = 8 };
     extent_t *keep[N];
     extent_set_decay(&pool, 0, 0);
@@ -2691,7 +2699,7 @@ Test(decay_curve, pool_zero_and_minus_one)
         extent_dalloc(&pool, keep[i]);
     cr_assert_eq(pool.dirty.npages, 0);
 
-    extent_pool_init(&pool, POOL_IND, false);
+    pool_start();
     extent_set_decay(&pool, -1, -1);
     pool_fill_dirty(N, keep);
     size_t d = pool.dirty.npages;

@@ -39,12 +39,17 @@ void decay_init(decay_t *d, ssize_t ms, uint64_t now_ns)
 {
     if (!ma_load_acquire(&h_ready))
         h_init(); /* idempotent: racing initialisers write the same table */
-    ma_memzero_sparse(d, sizeof(*d)); /* a new pool's backlog stays untouched */
     d->ms = ms;
     d->interval_ns = ms > 0 ? (uint64_t)ms * 1000000ull / DECAY_NEPOCHS : 0;
     if (ms > 0 && d->interval_ns == 0)
         d->interval_ns = 1;
     d->epoch_start_ns = now_ns;
+}
+
+void decay_reset(decay_t *d, ssize_t ms, uint64_t now_ns)
+{
+    memset(d, 0, sizeof(*d));
+    decay_init(d, ms, now_ns);
 }
 
 bool decay_advance(decay_t *d, uint64_t now_ns, size_t npages, size_t *limit)

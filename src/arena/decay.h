@@ -32,7 +32,10 @@ typedef struct decay {
     uint32_t backlog[DECAY_NEPOCHS];
 } decay_t;
 
+/* Start d, which is zero (fresh memory: a new pool's backlog stays
+ * untouched until used). decay_reset starts over a decay in use. */
 void decay_init(decay_t *d, ssize_t ms, uint64_t now_ns);
+void decay_reset(decay_t *d, ssize_t ms, uint64_t now_ns);
 
 /* Close the epochs that ended by now (if any), given the set's current
  * size; returns true when at least one did and *limit is the number of

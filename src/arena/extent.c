@@ -261,13 +261,10 @@ static extent_pool_t *shared_pools[SHARED_POOLS_MAX];
 static unsigned shared_npools;
 static ma_mutex_t shared_lock = MA_MUTEX_INITIALIZER;
 
-_Static_assert(sizeof(extent_pool_t) % 8 == 0 && sizeof(decay_t) % 8 == 0, "cleared by whole words");
-
 void extent_pool_init(extent_pool_t *pool, unsigned ind, bool nohuge)
 {
     if (ind > EXTENT_POOL_IND_MAX)
         ma_fatal("extent pool index %u out of range", ind);
-    ma_memzero_sparse(pool, sizeof(*pool));
     eset_init(&pool->dirty, EXTENT_DIRTY);
     eset_init(&pool->muzzy, EXTENT_MUZZY);
     eset_init(&pool->retained, EXTENT_RETAINED);
@@ -916,8 +913,8 @@ void extent_set_decay(extent_pool_t *pool, ssize_t dirty_ms, ssize_t muzzy_ms)
 {
     uint64_t now = decay_now_ns();
     ma_mutex_lock(&pool->lock);
-    decay_init(&pool->decay_dirty, dirty_ms, now);
-    decay_init(&pool->decay_muzzy, muzzy_ms, now);
+    decay_reset(&pool->decay_dirty, dirty_ms, now);
+    decay_reset(&pool->decay_muzzy, muzzy_ms, now);
     decay_purged(&pool->decay_dirty, pool->dirty.npages);
     decay_purged(&pool->decay_muzzy, pool->muzzy.npages);
     ma_mutex_unlock(&pool->lock);

@@ -66,18 +66,6 @@ MA_INLINE unsigned ma_lg_floor(uint64_t x) { return 63u - (unsigned)__builtin_cl
 MA_INLINE unsigned ma_lg_ceil(uint64_t x) { return x <= 1 ? 0 : ma_lg_floor(x - 1) + 1; }
 MA_INLINE uint64_t ma_pow2_ceil(uint64_t x) { return (uint64_t)1 << ma_lg_ceil(x); }
 
-/* memset(p, 0, n) that writes only the words that are not zero (p and n
- * multiples of 8). Reading memory never written maps the kernel's shared
- * zero page, so clearing a big structure that is still zero (a new arena's
- * pool: 9 KiB) leaves its pages out of RSS until they are used. */
-static inline void ma_memzero_sparse(void *p, size_t n)
-{
-    uint64_t *w = p;
-    for (size_t i = 0; i < n / 8; i++)
-        if (w[i] != 0)
-            w[i] = 0;
-}
-
 /* Formatting without malloc (src/common/fmt.c). Supports %s %c %d %i %u %x
  * %p %f %e %g-less subset with l/ll/z modifiers, width, zero padding, '-' and
  * precision. Returns the length the full output would have (like snprintf). */
