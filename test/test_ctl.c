@@ -1006,6 +1006,42 @@ Test(ctl, stats_allocated_counts_what_the_program_holds)
     cr_assert_leq(small + large, read_size("stats.allocated"));
 }
 
+/* The loops over all arenas stop past the highest index created
+ * (arena_end): an arena created out of order, with lower indices still
+ * unmade, counts in the merged statistics and is purged with the rest. */
+Test(ctl, an_arena_created_out_of_order_is_in_every_all_arenas_loop)
+{
+    unsigned last = narenas() - 1;
+    if (last == 0)
+        cr_skip_test("one arena only");
+    char name[80];
+    snprintf(name, sizeof(name), "arena.%u.dirty_decay_ms", last);
+    ssize_t ms = 0;
+    size_t sz = sizeof(ms);
+    cr_assert_eq(mallctl(name, &ms, &sz, NULL, 0), EFAULT, "arena %u exists before the test made it", last);
+    unsigned old = read_unsigned("thread.arena");
+    cr_assert_eq(mallctl("thread.arena", NULL, NULL, &last, sizeof(last)), 0);
+    flush_tcache();
+    new_epoch();
+    snprintf(name, sizeof(name), "stats.arenas.%d.small.allocated", ALL);
+    size_t before = read_size(name);
+    void *p = malloc(100);
+    cr_assert_not_null(p);
+    size_t u = malloc_usable_size(p);
+    flush_tcache();
+    new_epoch();
+    cr_assert_eq(read_size(name) - before, u, "the merged small.allocated grew by %zu, not by the %zu held in arena %u",
+                 read_size(name) - before, u, last);
+    free(p);
+    flush_tcache(); /* the slab, now empty, stays with its bin until a purge */
+    snprintf(name, sizeof(name), "arena.%d.purge", ALL);
+    cr_assert_eq(mallctl(name, NULL, NULL, NULL, 0), 0);
+    new_epoch();
+    snprintf(name, sizeof(name), "stats.arenas.%u.pdirty", last);
+    cr_assert_eq(read_size(name), 0, "arena %u kept dirty pages through arena.<ALL>.purge", last);
+    cr_assert_eq(mallctl("thread.arena", NULL, NULL, &old, sizeof(old)), 0);
+}
+
 Test(ctl, stats_relations)
 {
     void *big = malloc(64 << 20);

@@ -10,6 +10,7 @@
 #include "slab.h"
 
 MA_LARGE_BSS arena_t *arenas[ARENAS_MAX];
+unsigned arenas_end;
 unsigned arena_narenas = 1;
 static ma_mutex_t arenas_lock = MA_MUTEX_INITIALIZER; /* creation */
 
@@ -46,6 +47,8 @@ MA_NOINLINE static arena_t *arena_create(unsigned ind)
         if (a != NULL) {
             arena_init(a, ind);
             ma_store_release(&arenas[ind], a);
+            if (ind >= arenas_end)
+                ma_store_release(&arenas_end, ind + 1);
         }
     }
     ma_mutex_unlock(&arenas_lock);
@@ -122,7 +125,7 @@ bool arena_thread_leave(arena_t *a)
 uint32_t arena_nthreads_total(void)
 {
     uint32_t n = 0;
-    for (unsigned i = 0; i < ARENAS_MAX; i++) {
+    for (unsigned i = 0, end = arena_end(); i < end; i++) {
         arena_t *a = ma_load_acquire(&arenas[i]);
         if (a != NULL)
             n += ma_load_relaxed(&a->nthreads);
@@ -1073,13 +1076,13 @@ size_t arena_purge_all(void)
     /* Every arena's empty slabs first: a slab may have come from another
      * arena's pool (extent_pool_share), which would be dirty again after
      * its own purge. */
-    for (unsigned i = 0; i < ARENAS_MAX; i++) {
+    for (unsigned i = 0, end = arena_end(); i < end; i++) {
         arena_t *a = ma_load_acquire(&arenas[i]);
         if (a != NULL)
             arena_release_empty_slabs(a);
     }
     size_t n = 0;
-    for (unsigned i = 0; i < ARENAS_MAX; i++) {
+    for (unsigned i = 0, end = arena_end(); i < end; i++) {
         arena_t *a = ma_load_acquire(&arenas[i]);
         if (a != NULL)
             n += arena_purge(a);
@@ -1134,20 +1137,20 @@ void arena_prefork(void)
 {
     ma_mutex_prefork(&choose_lock);
     ma_mutex_prefork(&arenas_lock);
-    for (unsigned i = 0; i < ARENAS_MAX; i++) {
+    for (unsigned i = 0, end = arena_end(); i < end; i++) {
         arena_t *a = arenas[i];
         if (a != NULL)
             for (unsigned b = 0; b < SC_NBINS; b++)
                 ma_mutex_prefork(&a->bins[b].lock);
     }
-    for (unsigned i = 0; i < ARENAS_MAX; i++)
+    for (unsigned i = 0, end = arena_end(); i < end; i++)
         if (arenas[i] != NULL)
             extent_pool_prefork(&arenas[i]->pool);
 }
 
 void arena_postfork_parent(void)
 {
-    for (unsigned i = 0; i < ARENAS_MAX; i++) {
+    for (unsigned i = 0, end = arena_end(); i < end; i++) {
         arena_t *a = arenas[i];
         if (a == NULL)
             continue;
@@ -1161,7 +1164,7 @@ void arena_postfork_parent(void)
 
 void arena_postfork_child(void)
 {
-    for (unsigned i = 0; i < ARENAS_MAX; i++) {
+    for (unsigned i = 0, end = arena_end(); i < end; i++) {
         arena_t *a = arenas[i];
         if (a == NULL)
             continue;

@@ -160,6 +160,12 @@ typedef struct arena {
 #define SLAB_TICK_SLABS 256
 
 extern arena_t *arenas[ARENAS_MAX] MA_HIDDEN;
+/* 1 + the highest index of an arena created so far (atomic; it only
+ * grows). Loops over the arenas stop there: reading all of arenas[], 32
+ * KiB, made 8 pages resident where a read of a page never written costs a
+ * page (arena_bin_used), at every fork among others. */
+extern unsigned arenas_end MA_HIDDEN;
+MA_INLINE unsigned arena_end(void) { return ma_load_acquire(&arenas_end); }
 
 /* Whether bin b of a was ever filled from or counted in (arena_bin_use):
  * before that it holds no slab, no remote object and zero statistics, so

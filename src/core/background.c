@@ -107,7 +107,7 @@ static void *bg_main(void *arg)
         }
         pthread_mutex_unlock(&bg_lock);
         uint64_t now = decay_now_ns(), next = BACKGROUND_SLEEP_MAX_NS;
-        for (unsigned i = 0; i < ARENAS_MAX; i++) {
+        for (unsigned i = 0, end = arena_end(); i < end; i++) {
             arena_t *a = ma_load_acquire(&arenas[i]);
             if (a == NULL)
                 continue;

@@ -320,7 +320,7 @@ static bool arenas_all(size_t i)
 static int for_arenas(size_t i, size_t (*fn)(arena_t *))
 {
     if (arenas_all(i)) {
-        for (unsigned k = 0; k < ARENAS_MAX; k++) {
+        for (unsigned k = 0, end = arena_end(); k < end; k++) {
             arena_t *a = ma_load_acquire(&arenas[k]);
             if (a != NULL)
                 fn(a);

@@ -88,7 +88,7 @@ bool stats_arena(size_t i, stats_arena_t *out)
 {
     memset(out, 0, sizeof(*out));
     if (i == MALLCTL_ARENAS_ALL) {
-        for (unsigned k = 0; k < ARENAS_MAX; k++) {
+        for (unsigned k = 0, end = arena_end(); k < end; k++) {
             arena_t *a = arena_if_exists(k);
             if (a != NULL)
                 arena_add(out, a);
@@ -108,7 +108,7 @@ bool stats_bin(size_t i, unsigned b, bin_stats_t *out)
     if (b >= SC_NBINS)
         return false;
     if (i == MALLCTL_ARENAS_ALL) {
-        for (unsigned k = 0; k < ARENAS_MAX; k++) {
+        for (unsigned k = 0, end = arena_end(); k < end; k++) {
             arena_t *a = arena_if_exists(k);
             if (a != NULL) {
                 bin_stats_t s;
@@ -130,7 +130,7 @@ bool stats_lextent(size_t i, unsigned c, large_stats_t *out)
     memset(out, 0, sizeof(*out));
     if (c >= SC_NSIZES - SC_NBINS)
         return false;
-    for (unsigned k = 0; k < ARENAS_MAX; k++) {
+    for (unsigned k = 0, end = arena_end(); k < end; k++) {
         if (i != MALLCTL_ARENAS_ALL && k != i)
             continue;
         arena_t *a = arena_if_exists(k);

@@ -337,7 +337,7 @@ MA_EXPORT void malloc_stats_print(void (*write_cb)(void *, const char *), void *
         if (merged)
             arena_section(p, MALLCTL_ARENAS_ALL, opts);
         if (each)
-            for (size_t i = 0; i < ARENAS_MAX; i++)
+            for (size_t i = 0, end = arena_end(); i < end; i++)
                 if (ma_load_acquire(&arenas[i]) != NULL)
                     arena_section(p, i, opts);
         if (!p->json)
