@@ -771,6 +771,7 @@ typedef struct {
     unsigned arena;
     size_t purged, pdirty, pactive;
     size_t purged_idle, pdirty_idle;
+    size_t npurge; /* purge passes over the dirty pages meanwhile */
 } freed_t;
 
 static freed_t free_into_arena(free_into_t how)
@@ -793,7 +794,7 @@ static freed_t free_into_arena(free_into_t how)
         cr_assert_eq(pthread_create(&v, NULL, visit_arena_main, &x), 0);
         cr_assert_eq(pthread_join(v, NULL), 0);
     }
-    uint64_t purged0 = astat64(x, "dirty_purged");
+    uint64_t purged0 = astat64(x, "dirty_purged"), npurge0 = astat64(x, "dirty_npurge");
 
     unsigned n = 2 * ABANDON_N;
     void **ps = calloc(n, sizeof(*ps));
@@ -829,7 +830,8 @@ static freed_t free_into_arena(free_into_t how)
          * slabs; empty slabs into the pool (no purge: decay is long). */
         ctl_do("arena.%zu.decay", x);
     }
-    freed_t r = {x, (size_t)(astat64(x, "dirty_purged") - purged0), astat(x, "pdirty"), astat(x, "pactive"), 0, 0};
+    freed_t r = {x,    (size_t)(astat64(x, "dirty_purged") - purged0), astat(x, "pdirty"), astat(x, "pactive"), 0, 0,
+                 (size_t)(astat64(x, "dirty_npurge") - npurge0)};
     set_busy(home_pool, false);
     if (how.busy && how.then_idle) {
         free(ps[held]);
@@ -853,14 +855,20 @@ static size_t abandon_pages(void)
     return (size_t)ABANDON_N * (96 + 1024) / PAGE;
 }
 
-Test(decay, what_is_freed_into_an_abandoned_arena_is_purged_at_once)
+/* Purged as it is freed, a batch of EXTENT_TRIM_BATCH pages at a time (a
+ * madvise per emptied slab cost larson's teardown 8% of its CPU time):
+ * fewer than that stay dirty. */
+Test(decay, what_is_freed_into_an_abandoned_arena_is_purged_in_batches)
 {
     freed_t r = free_into_arena((free_into_t){.owner_exits = true, .dirty_ms = 10000, .hold_ms = -1});
     size_t purged = r.purged, pdirty = r.pdirty, pactive = r.pactive, pages = abandon_pages();
     cr_log_info("abandoned arena: %zu pages purged (slabs of %zu pages), %zu dirty, %zu active left", purged,
                 pages, pdirty, pactive);
     cr_assert_geq(purged, pages * 9 / 10, "only %zu of %zu pages purged", purged, pages);
-    cr_assert_eq(pdirty, 0, "%zu dirty pages kept by an arena without threads", pdirty);
+    cr_assert_lt(pdirty, EXTENT_TRIM_BATCH, "%zu dirty pages kept by an arena without threads (a batch is %zu)",
+                 pdirty, (size_t)EXTENT_TRIM_BATCH);
+    cr_assert_leq(r.npurge, purged / EXTENT_TRIM_BATCH + 1, "%zu pages purged in %zu passes: not in batches of %zu",
+                  purged, r.npurge, (size_t)EXTENT_TRIM_BATCH);
     /* The bins keep no empty slabs for fills (at most a slab or two of
      * objects the owner did not allocate here). */
     cr_assert_leq(pactive, 8, "%zu pages still active in empty slabs", pactive);
@@ -893,7 +901,8 @@ Test(decay, an_arena_that_threads_come_back_to_keeps_what_is_freed_for_decay)
 
 /* While a thread of another arena allocates (ticks), what is freed into an
  * abandoned arena stays for decay (and for the busy threads to take); once
- * none is busy, the next slab that empties there takes all of it out. */
+ * none is busy, the next slab that empties there takes all of it out (all
+ * but less than a batch: the bin's kept empty slabs follow it). */
 Test(decay, an_abandoned_arena_keeps_what_is_freed_while_others_are_busy)
 {
     freed_t r = free_into_arena(
@@ -906,7 +915,8 @@ Test(decay, an_abandoned_arena_keeps_what_is_freed_while_others_are_busy)
                   pages);
     cr_assert_geq(r.purged_idle, r.pdirty, "only %zu of the %zu dirty pages purged once the others were idle",
                   r.purged_idle, r.pdirty);
-    cr_assert_eq(r.pdirty_idle, 0, "%zu dirty pages left once the others were idle", r.pdirty_idle);
+    cr_assert_lt(r.pdirty_idle, EXTENT_TRIM_BATCH, "%zu dirty pages left once the others were idle (a batch is %zu)",
+                 r.pdirty_idle, (size_t)EXTENT_TRIM_BATCH);
 }
 
 /* Left to decay (another arena busy), an abandoned arena's pages go at the

@@ -727,8 +727,10 @@ void extent_dalloc(extent_pool_t *pool, extent_t *e)
     /* dirty_decay_ms:0 purges at once; so does a pool whose arena no thread
      * uses any more (frees after its threads exited: nobody here will take
      * the pages again soon, and no allocation ticks decay for it), as
-     * glibc trims a heap's top on free. */
-    if (unlikely(pool->decay_dirty.ms == 0) || extent_pool_trimming(pool)) {
+     * glibc trims a heap's top on free, once EXTENT_TRIM_BATCH pages are
+     * dirty (extent.h). */
+    if (unlikely(pool->decay_dirty.ms == 0) ||
+        (pool->dirty.npages >= EXTENT_TRIM_BATCH && extent_pool_trimming(pool))) {
         pool_purge_locked(pool, &pool->dirty, 0, SIZE_MAX, pool->decay_muzzy.ms != 0);
         decay_purged(&pool->decay_dirty, pool->dirty.npages);
     } else if (unlikely(pool->dirty.npages > pool_dirty_cap(pool)) && pool->decay_dirty.ms > 0) {
