@@ -245,7 +245,7 @@ Test(extent, impossible_requests_fail_cleanly)
     check_pool(&pool);
 }
 
-Test(extent, freed_extents_are_reused_lowest_address_first)
+Test(extent, freed_extents_are_reused_best_fit_then_lowest_address)
 {
     const size_t S = pages_class(2);
     const unsigned szind = sc_size2index(S);
@@ -287,8 +287,9 @@ Test(extent, freed_extents_are_reused_lowest_address_first)
     cr_assert_eq(again->addr, a7, "the lowest dirty extent that fits");
     check_pool(&pool);
 
-    /* Across sizes: a bigger free extent at a lower address is preferred
-     * to an exact fit at a higher one (a fresh pool: known layout). */
+    /* Across sizes: an exact fit at a higher address is preferred to a
+     * bigger free extent at a lower one, which stays whole (a fresh pool:
+     * known layout). */
     static extent_pool_t p2;
     extent_pool_init(&p2, POOL_IND, false);
     const size_t B = pages_class(4);
@@ -304,7 +305,11 @@ Test(extent, freed_extents_are_reused_lowest_address_first)
     extent_dalloc(&p2, big);
     cr_assert_eq(p2.dirty.nextents, 2);
     extent_t *fit = extent_alloc(&p2, S, PAGE, szind, false, &zeroed);
-    cr_assert_eq(fit->addr, bigaddr, "address-ordered first fit: lowest address among all that fit");
+    cr_assert_eq(fit->addr, sep1->addr + PAGE, "best fit: the smallest class that fits");
+    cr_assert_eq(p2.dirty.nextents, 1);
+    cr_assert_eq(p2.dirty.npages, B / PAGE, "the bigger extent is left whole");
+    extent_t *fit2 = extent_alloc(&p2, S, PAGE, szind, false, &zeroed);
+    cr_assert_eq(fit2->addr, bigaddr, "then the bigger one, cut at its start");
     check_pool(&p2);
 }
 
@@ -384,12 +389,25 @@ Test(extent, aligned_allocation_leaves_the_lead_free)
     cr_assert_eq(gap->addr + gap->size, b->addr);
     cr_assert_neq(gap->state, EXTENT_ACTIVE);
     check_pool(&pool);
-    /* The gap is used by the next small request. */
-    extent_t *c = extent_alloc(&pool, PAGE, PAGE, 0, false, &zeroed);
-    cr_assert_eq(c->addr, a->addr + PAGE);
+    /* The gap is used again: one-page requests take the best fit, the
+     * smaller (by size class) of the gap and the rest of the chunk, until
+     * they reach the gap's first page. With 4 KiB pages the gap is the
+     * smaller and the first request takes it. */
+    extent_t *c[64];
+    unsigned n = 0;
+    bool found = false;
+    while (n < 64 && !found) {
+        c[n] = extent_alloc(&pool, PAGE, PAGE, 0, false, &zeroed);
+        cr_assert_not_null(c[n]);
+        found = c[n++]->addr == a->addr + PAGE;
+    }
+    cr_assert(found, "the gap before an aligned extent is never used");
+    if (PAGE == 4096)
+        cr_assert_eq(n, 1, "the gap is the best fit");
     extent_dalloc(&pool, a);
     extent_dalloc(&pool, b);
-    extent_dalloc(&pool, c);
+    for (unsigned i = 0; i < n; i++)
+        extent_dalloc(&pool, c[i]);
     check_pool(&pool);
 }
 

@@ -161,36 +161,40 @@ static void eset_remove(eset_t *s, extent_t *e)
     s->nextents--;
 }
 
-/* The lowest-addressed extent of at least esize bytes: every extent binned
- * at or above esize's (ceiling) class fits. */
-static extent_t *eset_first_fit(eset_t *s, size_t esize)
+/* The lowest-addressed extent of the smallest size class holding one of at
+ * least esize bytes: every extent binned at or above esize's (ceiling) class
+ * fits. Taking the smallest class, not the lowest address of all of them,
+ * leaves big free runs whole and gives a freed slab's pages back to a slab
+ * of the same size, whose objects touch the same pages: with the lowest
+ * address of any class, larson 16 B-32 KiB (1 thread) kept cutting slabs
+ * out of bigger runs, wrote pages that run had never had written, and
+ * reached 24,808 KiB over 15M operations (best fit: 20,456 KiB, tcmalloc
+ * 21,204; page faults 5,950 -> 4,890, CPU x 0.94). footprint server (a
+ * 4 s day) ends at 190,008 KiB, not 204,720; threads (64 MB, 500 threads)
+ * frees down to 26,096 KiB, not 35,860. */
+static extent_t *eset_best_fit(eset_t *s, size_t esize)
 {
     if (s->nextents == 0 || esize > SC_LARGE_MAXCLASS)
         return NULL;
     unsigned ind = sc_size2index(esize);
-    extent_t *best = NULL;
     for (unsigned w = ind / 64; w < MA_ARRAY_LEN(s->nonempty); w++) {
         uint64_t bits = s->nonempty[w];
         if (w == ind / 64)
             bits &= ~(uint64_t)0 << (ind % 64);
-        while (bits != 0) {
-            extent_t *e = s->heaps[w * 64 + (unsigned)__builtin_ctzll(bits)].root;
-            if (best == NULL || e->addr < best->addr)
-                best = e;
-            bits &= bits - 1;
-        }
+        if (bits != 0)
+            return s->heaps[w * 64 + (unsigned)__builtin_ctzll(bits)].root;
     }
-    return best;
+    return NULL;
 }
 
-/* An extent of s to cut an align-aligned run of size bytes from: the
- * lowest-addressed of at least esize = size + align - PAGE bytes (every one
- * fits), or the lowest of the smaller ones that happens to fit, a heap's
- * lowest only. Without the smaller ones a freed run of large alignment was
- * never found again: dirty, it splits its chunk's retained space into
- * pieces under esize, so the next request mapped a new chunk, and a loop of
- * aligned_alloc(1 << 40, 100) and free ran out of address space in about
- * 180 rounds. */
+/* An extent of s to cut an align-aligned run of size bytes from: the best
+ * fit (above) of the smaller classes, from size's up, whose lowest extent
+ * happens to fit (a heap's lowest only), else the best fit of at least
+ * esize = size + align - PAGE bytes (every one fits). Without the smaller
+ * ones a freed run of large alignment was never found again: dirty, it
+ * splits its chunk's retained space into pieces under esize, so the next
+ * request mapped a new chunk, and a loop of aligned_alloc(1 << 40, 100)
+ * and free ran out of address space in about 180 rounds. */
 static bool extent_fits_aligned(const extent_t *e, size_t size, size_t align)
 {
     uintptr_t start = MA_ALIGN_UP(e->addr, align);
@@ -199,19 +203,18 @@ static bool extent_fits_aligned(const extent_t *e, size_t size, size_t align)
 
 static extent_t *eset_fit(eset_t *s, size_t size, size_t align, size_t esize)
 {
-    extent_t *best = eset_first_fit(s, esize);
-    if (align <= PAGE || s->nextents == 0 || size > SC_LARGE_MAXCLASS)
-        return best;
-    unsigned lo = sc_size2index(size);
-    unsigned hi = esize > SC_LARGE_MAXCLASS ? SC_NSIZES : sc_size2index(esize);
-    for (unsigned ind = lo; ind < hi; ind++) {
-        if (!(s->nonempty[ind / 64] & ((uint64_t)1 << (ind % 64))))
-            continue;
-        extent_t *e = s->heaps[ind].root;
-        if ((best == NULL || e->addr < best->addr) && extent_fits_aligned(e, size, align))
-            best = e;
+    if (align > PAGE && s->nextents != 0 && size <= SC_LARGE_MAXCLASS) {
+        unsigned lo = sc_size2index(size);
+        unsigned hi = esize > SC_LARGE_MAXCLASS ? SC_NSIZES : sc_size2index(esize);
+        for (unsigned ind = lo; ind < hi; ind++) {
+            if (!(s->nonempty[ind / 64] & ((uint64_t)1 << (ind % 64))))
+                continue;
+            extent_t *e = s->heaps[ind].root;
+            if (extent_fits_aligned(e, size, align))
+                return e;
+        }
     }
-    return best;
+    return eset_best_fit(s, esize);
 }
 
 static eset_t *pool_set(extent_pool_t *pool, enum extent_state state)
@@ -603,7 +606,7 @@ extent_t *extent_alloc(extent_pool_t *pool, size_t size, size_t align, unsigned 
         e = eset_fit(set, size, align, esize);
     }
     if (e == NULL && pool_grow(pool, esize))
-        e = eset_first_fit(set, esize);
+        e = eset_best_fit(set, esize);
     if (e == NULL || (e = pool_take_locked(pool, set, e, size, align)) == NULL) {
         ma_mutex_unlock(&pool->lock);
         return NULL;

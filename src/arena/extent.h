@@ -8,10 +8,11 @@
  *   muzzy     MADV_FREE'd: the kernel may take them; contents undefined
  *   retained  MADV_DONTNEED'd or never touched: not resident, reads as zero
  *
- * Allocation takes the lowest-addressed fitting extent of the dirty set,
- * then muzzy, then another arena's dirty set (see extent_pool_share), then
- * retained (address-ordered first fit keeps live memory packed low), and
- * maps a new chunk only when none fits. Freed extents are
+ * Allocation takes the best fit of the dirty set (the lowest-addressed
+ * extent of the smallest size class that fits: big runs stay whole, a
+ * freed slab's pages go to a slab of its size), then muzzy, then another
+ * arena's dirty set (see extent_pool_share), then retained, and maps a new
+ * chunk only when none fits. Freed extents are
  * coalesced with free neighbours of the same state in the same chunk.
  * Extents never span chunks, so a pool only ever looks at its own extents.
  *
