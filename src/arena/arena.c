@@ -125,11 +125,9 @@ bool arena_thread_leave(arena_t *a)
 uint32_t arena_nthreads_total(void)
 {
     uint32_t n = 0;
-    for (unsigned i = 0, end = arena_end(); i < end; i++) {
-        arena_t *a = ma_load_acquire(&arenas[i]);
-        if (a != NULL)
-            n += ma_load_relaxed(&a->nthreads);
-    }
+    arena_t *a;
+    for (unsigned i = 0; (a = arena_next(&i)) != NULL;)
+        n += ma_load_relaxed(&a->nthreads);
     return n;
 }
 
@@ -1076,17 +1074,12 @@ size_t arena_purge_all(void)
     /* Every arena's empty slabs first: a slab may have come from another
      * arena's pool (extent_pool_share), which would be dirty again after
      * its own purge. */
-    for (unsigned i = 0, end = arena_end(); i < end; i++) {
-        arena_t *a = ma_load_acquire(&arenas[i]);
-        if (a != NULL)
-            arena_release_empty_slabs(a);
-    }
+    arena_t *a;
+    for (unsigned i = 0; (a = arena_next(&i)) != NULL;)
+        arena_release_empty_slabs(a);
     size_t n = 0;
-    for (unsigned i = 0, end = arena_end(); i < end; i++) {
-        arena_t *a = ma_load_acquire(&arenas[i]);
-        if (a != NULL)
-            n += arena_purge(a);
-    }
+    for (unsigned i = 0; (a = arena_next(&i)) != NULL;)
+        n += arena_purge(a);
     return n;
 }
 
@@ -1137,23 +1130,18 @@ void arena_prefork(void)
 {
     ma_mutex_prefork(&choose_lock);
     ma_mutex_prefork(&arenas_lock);
-    for (unsigned i = 0, end = arena_end(); i < end; i++) {
-        arena_t *a = arenas[i];
-        if (a != NULL)
-            for (unsigned b = 0; b < SC_NBINS; b++)
-                ma_mutex_prefork(&a->bins[b].lock);
-    }
-    for (unsigned i = 0, end = arena_end(); i < end; i++)
-        if (arenas[i] != NULL)
-            extent_pool_prefork(&arenas[i]->pool);
+    arena_t *a;
+    for (unsigned i = 0; (a = arena_next(&i)) != NULL;)
+        for (unsigned b = 0; b < SC_NBINS; b++)
+            ma_mutex_prefork(&a->bins[b].lock);
+    for (unsigned i = 0; (a = arena_next(&i)) != NULL;)
+        extent_pool_prefork(&a->pool);
 }
 
 void arena_postfork_parent(void)
 {
-    for (unsigned i = 0, end = arena_end(); i < end; i++) {
-        arena_t *a = arenas[i];
-        if (a == NULL)
-            continue;
+    arena_t *a;
+    for (unsigned i = 0; (a = arena_next(&i)) != NULL;) {
         extent_pool_postfork_parent(&a->pool);
         for (unsigned b = 0; b < SC_NBINS; b++)
             ma_mutex_postfork_parent(&a->bins[b].lock);
@@ -1164,10 +1152,8 @@ void arena_postfork_parent(void)
 
 void arena_postfork_child(void)
 {
-    for (unsigned i = 0, end = arena_end(); i < end; i++) {
-        arena_t *a = arenas[i];
-        if (a == NULL)
-            continue;
+    arena_t *a;
+    for (unsigned i = 0; (a = arena_next(&i)) != NULL;) {
         extent_pool_postfork_child(&a->pool);
         for (unsigned b = 0; b < SC_NBINS; b++)
             ma_mutex_postfork_child(&a->bins[b].lock);

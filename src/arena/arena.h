@@ -166,6 +166,23 @@ extern arena_t *arenas[ARENAS_MAX] MA_HIDDEN;
  * page (arena_bin_used), at every fork among others. */
 extern unsigned arenas_end MA_HIDDEN;
 MA_INLINE unsigned arena_end(void) { return ma_load_acquire(&arenas_end); }
+/* Arena i if it exists (any i: indices past ARENAS_MAX name none). */
+MA_INLINE arena_t *arena_if_exists(size_t i)
+{
+    return i < ARENAS_MAX ? ma_load_acquire(&arenas[i]) : NULL;
+}
+/* The next arena that exists at index *i or above, *i moved past it; NULL
+ * past the last. Every loop over the arenas:
+ *     for (unsigned i = 0; (a = arena_next(&i)) != NULL;) */
+MA_INLINE arena_t *arena_next(unsigned *i)
+{
+    for (unsigned end = arena_end(); *i < end;) {
+        arena_t *a = ma_load_acquire(&arenas[(*i)++]);
+        if (a != NULL)
+            return a;
+    }
+    return NULL;
+}
 
 /* Whether bin b of a was ever filled from or counted in (arena_bin_use):
  * before that it holds no slab, no remote object and zero statistics, so

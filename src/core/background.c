@@ -107,10 +107,8 @@ static void *bg_main(void *arg)
         }
         pthread_mutex_unlock(&bg_lock);
         uint64_t now = decay_now_ns(), next = BACKGROUND_SLEEP_MAX_NS;
-        for (unsigned i = 0, end = arena_end(); i < end; i++) {
-            arena_t *a = ma_load_acquire(&arenas[i]);
-            if (a == NULL)
-                continue;
+        arena_t *a;
+        for (unsigned i = 0; (a = arena_next(&i)) != NULL;) {
             arena_decay(a, now, SIZE_MAX);
             next = MA_MIN(next, extent_decay_ns_to_next(&a->pool, now));
         }

@@ -320,16 +320,12 @@ static bool arenas_all(size_t i)
 static int for_arenas(size_t i, size_t (*fn)(arena_t *))
 {
     if (arenas_all(i)) {
-        for (unsigned k = 0, end = arena_end(); k < end; k++) {
-            arena_t *a = ma_load_acquire(&arenas[k]);
-            if (a != NULL)
-                fn(a);
-        }
+        arena_t *a;
+        for (unsigned k = 0; (a = arena_next(&k)) != NULL;)
+            fn(a);
         return 0;
     }
-    if (i >= ARENAS_MAX)
-        return 0; /* MALLCTL_ARENAS_DESTROYED: there are none */
-    arena_t *a = ma_load_acquire(&arenas[i]);
+    arena_t *a = arena_if_exists(i); /* none for MALLCTL_ARENAS_DESTROYED */
     if (a != NULL)
         fn(a);
     return 0;
@@ -366,8 +362,7 @@ static int h_arena_decay(ctl_req_t *r, ctl_val_t *out)
  * MALLCTL_ARENAS_ALL (EFAULT otherwise, as in jemalloc). */
 static arena_t *ctl_arena_existing(const ctl_req_t *r)
 {
-    size_t i = r->idx[0];
-    return i < ARENAS_MAX ? ma_load_acquire(&arenas[i]) : NULL;
+    return arena_if_exists(r->idx[0]);
 }
 
 /* Whether a written time lies in [lo, hi] (ms). */
@@ -451,7 +446,7 @@ static int h_background_thread(ctl_req_t *r, ctl_val_t *out)
 static int h_arena_initialized(ctl_req_t *r, ctl_val_t *out)
 {
     size_t i = r->idx[0];
-    out->b = i == MALLCTL_ARENAS_ALL || (i < ARENAS_MAX && ma_load_acquire(&arenas[i]) != NULL);
+    out->b = i == MALLCTL_ARENAS_ALL || arena_if_exists(i) != NULL;
     return 0;
 }
 

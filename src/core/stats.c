@@ -79,20 +79,14 @@ static void arena_add(stats_arena_t *to, arena_t *a)
     to->resident = (to->pactive - to->pslab_purged + to->pdirty) << LG_PAGE;
 }
 
-static arena_t *arena_if_exists(size_t i)
-{
-    return i < ARENAS_MAX ? ma_load_acquire(&arenas[i]) : NULL;
-}
 
 bool stats_arena(size_t i, stats_arena_t *out)
 {
     memset(out, 0, sizeof(*out));
     if (i == MALLCTL_ARENAS_ALL) {
-        for (unsigned k = 0, end = arena_end(); k < end; k++) {
-            arena_t *a = arena_if_exists(k);
-            if (a != NULL)
-                arena_add(out, a);
-        }
+        arena_t *a;
+        for (unsigned k = 0; (a = arena_next(&k)) != NULL;)
+            arena_add(out, a);
         return true;
     }
     arena_t *a = arena_if_exists(i);
@@ -108,13 +102,11 @@ bool stats_bin(size_t i, unsigned b, bin_stats_t *out)
     if (b >= SC_NBINS)
         return false;
     if (i == MALLCTL_ARENAS_ALL) {
-        for (unsigned k = 0, end = arena_end(); k < end; k++) {
-            arena_t *a = arena_if_exists(k);
-            if (a != NULL) {
-                bin_stats_t s;
-                bin_read(a, b, &s);
-                bin_add(out, &s);
-            }
+        arena_t *a;
+        for (unsigned k = 0; (a = arena_next(&k)) != NULL;) {
+            bin_stats_t s;
+            bin_read(a, b, &s);
+            bin_add(out, &s);
         }
         return true;
     }
@@ -130,11 +122,9 @@ bool stats_lextent(size_t i, unsigned c, large_stats_t *out)
     memset(out, 0, sizeof(*out));
     if (c >= SC_NSIZES - SC_NBINS)
         return false;
-    for (unsigned k = 0, end = arena_end(); k < end; k++) {
-        if (i != MALLCTL_ARENAS_ALL && k != i)
-            continue;
-        arena_t *a = arena_if_exists(k);
-        if (a == NULL)
+    arena_t *a;
+    for (unsigned k = 0; (a = arena_next(&k)) != NULL;) {
+        if (i != MALLCTL_ARENAS_ALL && a->ind != i)
             continue;
         large_stats_t l;
         arena_large_read(a, c, &l);

@@ -336,10 +336,10 @@ MA_EXPORT void malloc_stats_print(void (*write_cb)(void *, const char *), void *
             p->depth--;
         if (merged)
             arena_section(p, MALLCTL_ARENAS_ALL, opts);
+        arena_t *a;
         if (each)
-            for (size_t i = 0, end = arena_end(); i < end; i++)
-                if (ma_load_acquire(&arenas[i]) != NULL)
-                    arena_section(p, i, opts);
+            for (unsigned i = 0; (a = arena_next(&i)) != NULL;)
+                arena_section(p, a->ind, opts);
         if (!p->json)
             p->depth++;
         close_obj(p);
