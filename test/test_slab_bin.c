@@ -189,6 +189,10 @@ static void dalloc_all(unsigned b, void **ps, unsigned n)
     }
 }
 
+/* Regions tu_bin_skip_small holds (static: see dalloc_all). */
+enum { HELD_MAX = 4096 };
+static void *held[HELD_MAX];
+
 /* The regions of slab s among ps[0..n), moved to the front; returns how many. */
 static unsigned partition_by_slab(void **ps, unsigned n, extent_t *s)
 {
@@ -220,6 +224,8 @@ Test(bin, fill_and_batch_free_keep_stats_right)
     for (unsigned b = 0; b < SC_NBINS; b++) {
         const sc_bin_info_t *bi = &sc_bin_info[b];
         bin_t *bin = &a->bins[b];
+        unsigned nheld = tu_bin_skip_small(a, b, held, HELD_MAX);
+        const bin_stats_t st0 = bin->stats;
         unsigned n = 2 * bi->nregs + 3;
         void **ps = malloc(n * sizeof(void *));
         /* Fill in a few calls of different sizes. */
@@ -232,14 +238,15 @@ Test(bin, fill_and_batch_free_keep_stats_right)
             nfills++;
         }
         unsigned nslabs = (n + bi->nregs - 1) / bi->nregs;
-        cr_assert_eq(bin->stats.nmalloc, n, "bin %u nmalloc %llu, want %u", b,
-                     (unsigned long long)bin->stats.nmalloc, n);
-        cr_assert_eq(bin->stats.curregs, n, "bin %u curregs", b);
-        cr_assert_eq(bin->stats.nfills, nfills, "bin %u nfills", b);
+        cr_assert_eq(bin->stats.nmalloc - st0.nmalloc, n, "bin %u nmalloc %llu, want %u", b,
+                     (unsigned long long)(bin->stats.nmalloc - st0.nmalloc), n);
+        cr_assert_eq(bin->stats.curregs - st0.curregs, n, "bin %u curregs", b);
+        cr_assert_eq(bin->stats.nfills - st0.nfills, nfills, "bin %u nfills", b);
         cr_assert_eq(bin->stats.ndalloc, 0);
         cr_assert_eq(bin->stats.nflushes, 0);
-        cr_assert_eq(bin->stats.curslabs, nslabs, "bin %u curslabs %zu, want %u", b, bin->stats.curslabs, nslabs);
-        cr_assert_eq(bin->stats.nslabs, nslabs);
+        cr_assert_eq(bin->stats.curslabs - st0.curslabs, nslabs, "bin %u curslabs %zu, want %u", b,
+                     bin->stats.curslabs - st0.curslabs, nslabs);
+        cr_assert_eq(bin->stats.nslabs - st0.nslabs, nslabs);
         /* Every region is usable, distinct and on a slab of this arena and class. */
         for (unsigned i = 0; i < n; i++) {
             extent_t *s = tu_slab_of(ps[i]);
@@ -264,20 +271,93 @@ Test(bin, fill_and_batch_free_keep_stats_right)
             dalloc_all(b, ps + done, k);
             done += k;
             nflushes++;
-            cr_assert_eq(bin->stats.curregs, n - done);
+            cr_assert_eq(bin->stats.curregs - st0.curregs, n - done);
             cr_assert_eq(bin->stats.ndalloc, done);
         }
         cr_assert_eq(bin->stats.nflushes, nflushes);
-        cr_assert_eq(bin->stats.nmalloc, n);
-        cr_assert_eq(bin->stats.curregs, 0);
+        cr_assert_eq(bin->stats.nmalloc - st0.nmalloc, n);
+        cr_assert_eq(bin->stats.curregs, nheld);
         /* The current slab is kept, and the others emptied as far as
          * the bin keeps empty slabs. */
         unsigned nempty = MA_MIN(nslabs - 1, bin_empty_cap(b));
         cr_assert_eq(bin->nempty, nempty, "bin %u: %u empty slabs kept, want %u", b, bin->nempty, nempty);
-        cr_assert_eq(bin->stats.curslabs, 1 + nempty, "bin %u: curslabs %zu", b, bin->stats.curslabs);
+        cr_assert_eq(bin->stats.curslabs - st0.curslabs, 1 + nempty, "bin %u: curslabs %zu", b,
+                     bin->stats.curslabs);
         cr_assert_not_null(bin->slabcur);
         cr_assert_eq(bin->slabcur->nfree, bi->nregs);
+        cr_assert_not(bin->slabcur->slab_small);
+        dalloc_all(b, held, nheld);
         free(ps);
+    }
+}
+
+/* A bin's first slabs are of its class's small geometry, while its slabs
+ * take fewer pages than SLAB_SMALL_BIN_SLABS of the class's slabs; then
+ * the class's own. Every region lies in its slab, none overlaps another,
+ * the bin counts its pages, and a bin whose slabs went back starts small
+ * again. */
+Test(bin, a_bins_first_slabs_are_small_then_of_its_class)
+{
+    arena_t *a = arena_get(AIND);
+    unsigned tested = 0;
+    for (unsigned b = 0; b < SC_NBINS; b++) {
+        const sc_bin_info_t *bi = &sc_bin_info[b];
+        if (bi->small_pages >= bi->slab_pages)
+            continue;
+        cr_assert_lt(bi->small_nregs, bi->nregs);
+        cr_assert_leq((size_t)bi->small_nregs * bi->reg_size, (size_t)bi->small_pages * PAGE);
+        tested++;
+        bin_t *bin = &a->bins[b];
+        extent_t *prev = NULL;
+        size_t pages = 0;
+        unsigned n = 0, nsmall = 0, in_slab = 0;
+        bool class_slab = false;
+        while (!class_slab) {
+            cr_assert_lt(n, HELD_MAX);
+            void *p;
+            cr_assert_eq(arena_fill_small(a, b, &p, 1), 1);
+            extent_t *s = tu_slab_of(p);
+            if (s != prev) {
+                if (prev != NULL) /* the previous slab was filled whole */
+                    cr_assert_eq(in_slab, slab_nregs(prev, b), "bin %u: %u regions in a slab of %u", b, in_slab,
+                                 slab_nregs(prev, b));
+                bool small = pages < SLAB_SMALL_BIN_SLABS * bi->slab_pages;
+                cr_assert_eq(s->slab_small, small, "bin %u: slab after %zu pages", b, pages);
+                cr_assert_eq(s->size, (size_t)(small ? bi->small_pages : bi->slab_pages) * PAGE);
+                cr_assert_eq(slab_nregs(s, b), small ? bi->small_nregs : bi->nregs);
+                pages += s->size / PAGE;
+                nsmall += small;
+                class_slab = !small;
+                prev = s;
+                in_slab = 0;
+            }
+            in_slab++;
+            cr_assert_geq(slab_region_index(s, b, p), 0, "bin %u: %p is no region of its slab", b, p);
+            cr_assert_leq((uintptr_t)p + bi->reg_size, s->addr + s->size, "bin %u: %p runs past its slab", b, p);
+            held[n++] = p;
+        }
+        cr_assert_geq(nsmall, 1);
+        cr_assert_eq(bin->npages, pages, "bin %u: %u pages counted, %zu made", b, bin->npages, pages);
+        for (unsigned i = 0; i < n; i++)
+            tu_fill(held[i], bi->reg_size);
+        for (unsigned i = 0; i < n; i++)
+            cr_assert(tu_check(held[i], bi->reg_size), "bin %u: region %p overlaps another", b, held[i]);
+        dalloc_all(b, held, n);
+        cr_assert_eq(bin->stats.curregs, 0);
+    }
+    cr_assert_geq(tested, 8, "%u classes with a small geometry", tested);
+    /* All given back (a decay tick takes the empty slabs and the empty
+     * current one): the next slab is small again. */
+    arena_decay(a, decay_now_ns(), SIZE_MAX);
+    for (unsigned b = 0; b < SC_NBINS; b++) {
+        const sc_bin_info_t *bi = &sc_bin_info[b];
+        if (bi->small_pages >= bi->slab_pages)
+            continue;
+        cr_assert_eq(a->bins[b].npages, 0, "bin %u kept %u pages", b, a->bins[b].npages);
+        void *p;
+        cr_assert_eq(arena_fill_small(a, b, &p, 1), 1);
+        cr_assert(tu_slab_of(p)->slab_small, "bin %u: a class slab after all went back", b);
+        dalloc_all(b, &p, 1);
     }
 }
 
@@ -305,6 +385,10 @@ Test(bin, malloc_small_counts_requests)
  * BIN_EMPTY_BYTES; past that the highest goes back to the pool. Fills take
  * the kept ones (lowest first) before making a slab, and a decay tick
  * gives back what stays empty. */
+enum { HELD_BIN_MAX = 512 };
+static void *heldb[SC_NBINS][HELD_BIN_MAX];
+static unsigned nheldb[SC_NBINS];
+
 Test(bin, emptied_slabs_are_kept_up_to_a_bound_then_go_back_to_the_pool)
 {
     arena_t *a = arena_get(AIND);
@@ -314,11 +398,15 @@ Test(bin, emptied_slabs_are_kept_up_to_a_bound_then_go_back_to_the_pool)
         const unsigned K = bin_empty_cap(b);
         enum { KMAX = 64 };
         cr_assert_leq(K, KMAX);
+        /* The bin's first slabs stay full, out of the way (as the one
+         * region per bin of the decay check below). */
+        nheldb[b] = tu_bin_skip_small(a, b, heldb[b], HELD_BIN_MAX);
+        const size_t H = bin->stats.curslabs;
         /* K + 1 full slabs besides the current one (also full). */
         unsigned n = (K + 2) * bi->nregs;
         void **ps = malloc(n * sizeof(void *));
         cr_assert_eq(arena_fill_small(a, b, ps, n), n);
-        cr_assert_eq(bin->stats.curslabs, K + 2);
+        cr_assert_eq(bin->stats.curslabs, H + K + 2);
         extent_t *cur = bin->slabcur, *sl[KMAX + 1];
         cr_assert_eq(cur->nfree, 0);
         cr_assert_eq(tu_slabs_besides(ps, n, cur, sl, K + 1), K + 1);
@@ -340,7 +428,7 @@ Test(bin, emptied_slabs_are_kept_up_to_a_bound_then_go_back_to_the_pool)
             cr_assert_eq(k, bi->nregs);
             dalloc_all(b, ps, k);
             cr_assert_eq(bin->nempty, j + 1, "bin %u: emptied slab %u was not kept", b, j);
-            cr_assert_eq(bin->stats.curslabs, K + 2);
+            cr_assert_eq(bin->stats.curslabs, H + K + 2);
             cr_assert_eq(home->stats.active_pages, active);
             cr_assert(rtree_lookup(sl[j]->addr) & RTREE_SLAB);
             cr_assert_eq(sl[j]->nfree, bi->nregs);
@@ -365,11 +453,11 @@ Test(bin, emptied_slabs_are_kept_up_to_a_bound_then_go_back_to_the_pool)
         unsigned k = partition_by_slab(ps, n, sl[K]);
         cr_assert_eq(k, bi->nregs);
         dalloc_all(b, ps, k - 1); /* all but one region back: the slab stays */
-        cr_assert_eq(bin->stats.curslabs, K + 2);
+        cr_assert_eq(bin->stats.curslabs, H + K + 2);
         cr_assert(rtree_lookup(sl[K]->addr) & RTREE_SLAB);
         dalloc_all(b, ps + k - 1, 1);
         cr_assert_eq(bin->nempty, K);
-        cr_assert_eq(bin->stats.curslabs, K + 1, "bin %u: a slab past the bound was kept", b);
+        cr_assert_eq(bin->stats.curslabs, H + K + 1, "bin %u: a slab past the bound was kept", b);
         cr_assert_eq(home->stats.active_pages, active - osize / PAGE);
         rtree_elm_t e = rtree_lookup(oaddr);
         cr_assert_eq(e & RTREE_SLAB, 0, "bin %u: the highest slab was kept", b);
@@ -399,8 +487,8 @@ Test(bin, emptied_slabs_are_kept_up_to_a_bound_then_go_back_to_the_pool)
         cr_assert_eq(bin->slabcur, last, "bin %u: the emptied current slab was replaced", b);
         cr_assert_eq(bin->slabcur->nfree, bi->nregs);
         cr_assert(rtree_lookup(bin->slabcur->addr) & RTREE_SLAB, "bin %u: the empty current slab was given back", b);
-        cr_assert_eq(bin->stats.curslabs, K + 1);
-        cr_assert_eq(bin->stats.curregs, 0);
+        cr_assert_eq(bin->stats.curslabs, H + K + 1);
+        cr_assert_eq(bin->stats.curregs, nheldb[b]);
         free(got);
         free(ps);
     }
@@ -413,9 +501,13 @@ Test(bin, emptied_slabs_are_kept_up_to_a_bound_then_go_back_to_the_pool)
     arena_decay(a, decay_now_ns(), SIZE_MAX);
     for (unsigned b = 0; b < SC_NBINS; b++) {
         cr_assert_eq(a->bins[b].nempty, 0, "bin %u: decay left empty slabs", b);
-        cr_assert_eq(a->bins[b].stats.curslabs, 1);
+        size_t H = 0; /* the slabs of the held regions, all full */
+        for (unsigned i = 0; i < nheldb[b]; i++)
+            H += i == 0 || tu_slab_of(heldb[b][i]) != tu_slab_of(heldb[b][i - 1]);
+        cr_assert_eq(a->bins[b].stats.curslabs, H + 1);
         cr_assert_eq(tu_slab_of(one[b]), a->bins[b].slabcur);
         dalloc_all(b, &one[b], 1);
+        dalloc_all(b, heldb[b], nheldb[b]);
     }
 }
 
@@ -511,6 +603,7 @@ Test(bin, a_batch_free_in_runs_per_slab_leaves_every_slab_findable)
         if (nr < 4)
             continue;
         bin_t *bin = &a->bins[b];
+        unsigned nheld = tu_bin_skip_small(a, b, held, HELD_MAX);
         size_t regs_before = bin->stats.curregs;
         /* Four full slabs besides the current one (a fifth, also full). */
         unsigned n = 5 * nr;
@@ -562,6 +655,7 @@ Test(bin, a_batch_free_in_runs_per_slab_leaves_every_slab_findable)
                 dalloc_all(b, &ps[i], 1);
         }
         cr_assert_eq(bin->stats.curregs, regs_before, "bin %u: regions left", b);
+        dalloc_all(b, held, nheld);
         free(f);
         free(got);
         free(ps);
@@ -583,6 +677,7 @@ Test(bin, fills_prefer_the_lowest_address_nonfull_slab)
             continue;
         tested++;
         bin_t *bin = &a->bins[b];
+        unsigned nheld = tu_bin_skip_small(a, b, held, HELD_MAX);
         unsigned n = NS * bi->nregs;
         void **ps = malloc(n * sizeof(void *));
         cr_assert_eq(arena_fill_small(a, b, ps, n), n);
@@ -634,7 +729,8 @@ Test(bin, fills_prefer_the_lowest_address_nonfull_slab)
             cr_assert_neq(tu_slab_of(p), slabs[j]);
         dalloc_all(b, &p, 1);
         dalloc_all(b, ps, n);
-        cr_assert_eq(bin->stats.curregs, 0);
+        cr_assert_eq(bin->stats.curregs, nheld);
+        dalloc_all(b, held, nheld);
         free(ps);
     }
     cr_assert_gt(tested, SC_NBINS / 2, "most classes have slabs of several regions");

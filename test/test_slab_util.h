@@ -32,4 +32,27 @@ static inline unsigned tu_slabs_besides(void *const *ps, unsigned n, const exten
     return ns;
 }
 
+/* Bin b of arena a past its first slabs, which are of the class's small
+ * geometry (arena.h, SLAB_SMALL_BIN_SLABS): regions are filled one at a
+ * time into held (room for max) until the bin's next slab is of the
+ * class's own geometry and its current slab is full. A test of the bin's
+ * mechanics on the class's slabs starts from there: the held regions sit
+ * in full slabs, which are in no heap, and fills do not look at them.
+ * Returns how many are held (none for a class without a smaller slab). */
+static inline unsigned tu_bin_skip_small(arena_t *a, unsigned b, void **held, unsigned max)
+{
+    const sc_bin_info_t *bi = &sc_bin_info[b];
+    bin_t *bin = &a->bins[b];
+    unsigned n = 0;
+    if (bi->small_pages == bi->slab_pages)
+        return 0;
+    while (bin->npages < SLAB_SMALL_BIN_SLABS * bi->slab_pages ||
+           (bin->slabcur != NULL && bin->slabcur->nfree != 0)) {
+        cr_assert_lt(n, max, "bin %u: more than %u regions in small slabs", b, max);
+        cr_assert_eq(arena_fill_small(a, b, held + n, 1), 1);
+        n++;
+    }
+    return n;
+}
+
 #endif

@@ -135,15 +135,21 @@ uint32_t arena_nthreads_total(void)
  * Small.
  */
 
-static extent_t *arena_slab_new(arena_t *a, unsigned binind)
+/* A new slab for bin binind of a, of the class's small geometry while the
+ * bin's slabs take fewer than SLAB_SMALL_BIN_PAGES (arena.h); counted in
+ * the bin's pages. */
+static extent_t *arena_slab_new(arena_t *a, bin_t *bin, unsigned binind)
 {
     const sc_bin_info_t *bi = &sc_bin_info[binind];
+    const bool small = bi->small_pages < bi->slab_pages && bin->npages < SLAB_SMALL_BIN_SLABS * bi->slab_pages;
+    const size_t pages = small ? bi->small_pages : bi->slab_pages;
     bool zeroed;
-    extent_t *slab =
-        extent_alloc(&a->pool, (size_t)bi->slab_pages << LG_PAGE, PAGE, binind, true, &zeroed);
+    extent_t *slab = extent_alloc(&a->pool, pages << LG_PAGE, PAGE, binind, true, &zeroed);
     if (slab == NULL)
         return NULL;
+    slab->slab_small = small;
     slab_init(slab, binind);
+    bin->npages += (uint32_t)pages;
     return slab;
 }
 
@@ -155,6 +161,7 @@ static unsigned bin_take_remote_locked(bin_t *bin, unsigned binind, void **out, 
 static void bin_slab_release_locked(bin_t *bin, extent_t *slab)
 {
     bin->stats.curslabs--;
+    bin->npages -= (uint32_t)(slab->size >> LG_PAGE);
     extent_dalloc(slab->pool, slab);
 }
 
@@ -241,7 +248,7 @@ static unsigned bin_borrow_locked(arena_t *a, unsigned binind, void **out, unsig
             got += slab_alloc_batch(slab, binind, out + got, n - got);
             bin_slab_route_locked(bin, binind, slab);
             if (slab->nfree != 0) { /* back in the heap of its new fullness */
-                extent_heap_insert(&bin->nonfull[bin_bucket(slab->nfree, sc_bin_info[binind].nregs)], slab);
+                extent_heap_insert(&bin->nonfull[bin_bucket(slab->nfree, slab_nregs(slab, binind))], slab);
                 bin->stats.nonfull_slabs++;
             }
         }
@@ -281,7 +288,7 @@ unsigned arena_fill_small_max(arena_t *a, unsigned binind, void **out, unsigned 
             if (slab == NULL) {
                 if ((borrowed = bin_borrow_locked(a, binind, out + got, n - got)) != 0)
                     break;
-                slab = arena_slab_new(a, binind);
+                slab = arena_slab_new(a, bin, binind);
                 if (slab == NULL)
                     break;
                 bin->stats.nslabs++;
@@ -364,7 +371,7 @@ static void bin_slab_emptied_locked(bin_t *bin, extent_t *slab)
  */
 static void bin_slab_route_locked(bin_t *bin, unsigned binind, extent_t *slab)
 {
-    const unsigned nregs = sc_bin_info[binind].nregs;
+    const unsigned nregs = slab_nregs(slab, binind);
     bool sparse = slab != bin->slabcur && (nregs - slab->nfree) * SLAB_SPARSE_DIV <= nregs &&
                   bin->stats.nonfull_slabs >= BIN_SPARSE_MIN_NONFULL;
     if (sparse != slab->cache_bypass)
@@ -376,7 +383,7 @@ static void bin_slab_route_locked(bin_t *bin, unsigned binind, extent_t *slab)
  * every heap when it is entirely free (unless it is slabcur). */
 static void bin_slab_freed_locked(bin_t *bin, unsigned binind, extent_t *slab, unsigned old_nfree)
 {
-    const unsigned nregs = sc_bin_info[binind].nregs;
+    const unsigned nregs = slab_nregs(slab, binind);
     if (slab->nfree == old_nfree)
         return;
     bin_unsettle_locked(bin); /* maybe a page became free */
@@ -681,7 +688,7 @@ bool arena_ralloc_large_in_place(extent_t *e, size_t new_usize, bool zero)
 static void bin_release_empty_slabs_locked(bin_t *bin, unsigned binind)
 {
     extent_t *slab = bin->slabcur;
-    if (slab != NULL && slab->nfree == sc_bin_info[binind].nregs) {
+    if (slab != NULL && slab->nfree == slab_nregs(slab, binind)) {
         bin->slabcur = NULL;
         bin_slab_release_locked(bin, slab);
     }
@@ -769,11 +776,12 @@ static bool slab_regions_free(const extent_t *slab, unsigned r0, unsigned r1)
 static uint64_t slab_free_pages(const extent_t *slab, unsigned binind)
 {
     const sc_bin_info_t *bi = &sc_bin_info[binind];
+    const unsigned pages = (unsigned)(slab->size >> LG_PAGE), nregs = slab_nregs(slab, binind);
     uint64_t mask = 0;
-    for (unsigned p = 0; p < bi->slab_pages; p++) {
+    for (unsigned p = 0; p < pages; p++) {
         size_t lo = (size_t)p << LG_PAGE;
         unsigned r0 = (unsigned)(lo / bi->reg_size);
-        unsigned r1 = MA_MIN((unsigned)((lo + PAGE - 1) / bi->reg_size), bi->nregs - 1);
+        unsigned r1 = MA_MIN((unsigned)((lo + PAGE - 1) / bi->reg_size), nregs - 1);
         if (r0 > r1 || slab_regions_free(slab, r0, r1))
             mask |= (uint64_t)1 << p;
     }
@@ -871,7 +879,6 @@ static bool slab_purge_pass_done(const slab_purge_pass_t *t)
  * next visit to a bin whose inspection paused goes on with that one. */
 static void bin_purge_slabs_locked(bin_t *bin, unsigned binind, slab_purge_pass_t *t)
 {
-    const unsigned nregs = sc_bin_info[binind].nregs;
     extent_t *s = NULL;
     unsigned k = 0;
     bool resumed_inspection = false, paused = false;
@@ -888,7 +895,7 @@ static void bin_purge_slabs_locked(bin_t *bin, unsigned binind, slab_purge_pass_
     if (t->counting) /* going on with the paused inspection, or a new one instead */
         bin->inspect_resume = NULL;
     if (s != NULL) {
-        k = bin_bucket(s->nfree, nregs);
+        k = bin_bucket(s->nfree, slab_nregs(s, binind));
     } else {
         if (bin->slabcur != NULL)
             slab_purge_locked(bin->slabcur, binind, t);
@@ -1107,9 +1114,8 @@ size_t arena_decay(arena_t *a, uint64_t now_ns, size_t max_pages)
         if (!arena_bin_used(a, b))
             continue;
         bin_t *bin = &a->bins[b];
-        const unsigned nregs = sc_bin_info[b].nregs;
         extent_t *slab = ma_load_relaxed(&bin->slabcur);
-        bool slab_idle = slab != NULL && ma_load_relaxed(&slab->nfree) == nregs;
+        bool slab_idle = slab != NULL && ma_load_relaxed(&slab->nfree) == slab_nregs(slab, b);
         bool remote = ma_load_relaxed(&bin->remote_slabs) != NULL;
         if (!slab_idle && !remote && ma_load_relaxed(&bin->nempty) == 0)
             continue;

@@ -53,8 +53,11 @@ typedef struct chunk {
  *   set; szind is the slab's bin or the allocation's class.
  * - state != EXTENT_ACTIVE: in exactly one set of pool (the one named by
  *   state) and on that set's LRU list; szind == SC_NSIZES.
+ * - slab: its geometry is its class's (sc_bin_info_t: slab_pages and nregs)
+ *   or, when slab_small, the class's small one (small_pages, small_nregs);
+ *   size is that many pages, and slab_nregs gives the regions.
  * - slab: bitmap has a 1 for each free region; nfree counts them; bits past
- *   nregs are 0. A slab with nfree > 0 that is not its bin's current slab is
+ *   slab_nregs are 0. A slab with nfree > 0 that is not its bin's current slab is
  *   in the bin's nonfull heap, or its empty heap if entirely free (ph_*
  *   links); a full slab is in no heap.
  * - ph_* links are used by exactly one heap at a time (a set's, or a bin's).
@@ -84,6 +87,7 @@ typedef struct extent {
     uint16_t nfree;
     uint16_t bitmap_hint;       /* no free region in words below this one */
     bool cache_bypass;          /* slab: sparse, unmarked in the fast maps (arena.c; atomic) */
+    bool slab_small;            /* slab: of its class's small geometry (small_pages, small_nregs) */
     uint32_t arena_ind;         /* active: the arena using it; free: its pool's */
     struct extent *ph_child, *ph_prev, *ph_next;
     union {

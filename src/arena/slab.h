@@ -8,9 +8,17 @@
 
 #include "extent.h"
 
+/* The regions of slab (extent_t: its class's geometry, or the small one). */
+MA_INLINE unsigned slab_nregs(const extent_t *slab, unsigned binind)
+{
+    const sc_bin_info_t *bi = &sc_bin_info[binind];
+    return slab->slab_small ? bi->small_nregs : bi->nregs;
+}
+
+/* slab_small says which geometry the slab (of that many pages) has. */
 MA_INLINE void slab_init(extent_t *slab, unsigned binind)
 {
-    unsigned nregs = sc_bin_info[binind].nregs;
+    unsigned nregs = slab_nregs(slab, binind);
     slab->nfree = nregs;
     slab->bitmap_hint = 0;
     slab->idle_scans = 0;
@@ -60,7 +68,7 @@ MA_INLINE long slab_region_index(const extent_t *slab, unsigned binind, const vo
     /* No test of off against the slab's size: idx < nregs and an exact
      * multiple put off below nregs * reg_size, within the slab, whatever
      * the product made of an off out of range (one below the slab wraps). */
-    if (idx * bi->reg_size != off || idx >= bi->nregs)
+    if (idx * bi->reg_size != off || idx >= slab_nregs(slab, binind))
         return -1;
     return (long)idx;
 }

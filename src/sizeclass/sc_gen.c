@@ -30,6 +30,7 @@
 #define SMALL_MAXCLASS_MIN 32768
 #define SLAB_MIN_REGS 4
 #define SLAB_TAIL_FRAC 64
+#define SLAB_SMALL_TAIL_FRAC 8
 #define SLAB_GROW_MAX ((uint64_t)128 << 10)
 #define LOOKUP_MAXCLASS 32768   /* sizes up to here use a table on the fast path (the default tcache_max: 8 KiB of table with a 16-byte quantum) */
 
@@ -69,6 +70,30 @@ static void slab_geometry(uint64_t size, uint64_t page, bool extended, uint64_t 
     }
     *pages = p;
     *nregs = r;
+}
+
+/* A bin's first slabs (arena.c, SLAB_SMALL_BIN_PAGES): the fewest pages
+ * that hold two regions or more with a tail of at most
+ * 1/SLAB_SMALL_TAIL_FRAC of the slab, for the
+ * classes below the extended ones where that is fewer pages than the
+ * class's slab; otherwise the class's slab (*pages 0: none of its own). A
+ * class with few objects then holds them in a page or two, not in a
+ * 12-20 KiB slab mostly free: make bench's churn (256 objects of
+ * 16 B-2 KiB per thread) spread a thread's objects over 448 KiB of slabs
+ * for 294 KiB of regions. */
+static void slab_geometry_small(uint64_t size, uint64_t page, bool extended, uint64_t big_pages,
+                                uint64_t *pages, uint64_t *nregs)
+{
+    *pages = *nregs = 0;
+    if (extended)
+        return;
+    uint64_t p = 1;
+    while (p < big_pages && (p * page < 2 * size || (p * page) % size * SLAB_SMALL_TAIL_FRAC > p * page))
+        p++;
+    if (p < big_pages) {
+        *pages = p;
+        *nregs = p * page / size;
+    }
 }
 
 int main(int argc, char **argv)
@@ -189,16 +214,32 @@ int main(int argc, char **argv)
     printf("}\n\n");
 
     /* Bin (small class) geometry: region size, slab pages, regions per slab,
-     * and the multiply-shift constant that turns a region offset into its
-     * index: idx = (offset * magic) >> 32, exact for offsets that are
-     * multiples of the region size (they are below 2^18 * 2^12). */
+     * the multiply-shift constant that turns a region offset into its
+     * index (idx = (offset * magic) >> 32, exact for offsets that are
+     * multiples of the region size: they are below 2^18 * 2^12), and the
+     * pages and regions of a bin's first slabs (the same when the class
+     * has no smaller slab). */
     printf("#define SC_INIT_BIN_INFO { \\\n");
     for (int i = 0; i < nbins; i++) {
         uint64_t size = cls[i].size, pages, nregs;
         slab_geometry(size, page, size >= (page << lg_ngroup), &pages, &nregs);
         uint64_t magic = (((uint64_t)1 << 32) + size - 1) / size;
-        printf("    {%lluU, %lluU, %lluU, %lluU}, \\\n", (unsigned long long)size,
-               (unsigned long long)pages, (unsigned long long)nregs, (unsigned long long)magic);
+        uint64_t spages, snregs;
+        slab_geometry_small(size, page, size >= (page << lg_ngroup), pages, &spages, &snregs);
+        if (spages == 0) {
+            spages = pages;
+            snregs = nregs;
+        }
+        /* Remote frees take bits or a list by class (arena.h): both of a
+         * class's slabs must take the same. */
+        if ((nregs <= 63) != (snregs <= 63)) {
+            fprintf(stderr, "sc_gen: class %llu: slabs of %llu and %llu regions\n",
+                    (unsigned long long)size, (unsigned long long)nregs, (unsigned long long)snregs);
+            return 1;
+        }
+        printf("    {%lluU, %lluU, %lluU, %lluU, %lluU, %lluU}, \\\n", (unsigned long long)size,
+               (unsigned long long)pages, (unsigned long long)nregs, (unsigned long long)magic,
+               (unsigned long long)spages, (unsigned long long)snregs);
     }
     printf("}\n\n#endif\n");
     (void)npagecls;

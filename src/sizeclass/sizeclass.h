@@ -27,6 +27,10 @@ typedef struct sc_bin_info {
     uint32_t slab_pages;
     uint32_t nregs;
     uint32_t div_magic; /* region index = (offset * div_magic) >> 32 */
+    /* A bin's first slabs (arena.c, SLAB_SMALL_BIN_PAGES): at most
+     * slab_pages, at most nregs; equal when the class has no smaller one. */
+    uint32_t small_pages;
+    uint32_t small_nregs;
 } sc_bin_info_t;
 
 /* {lg_base, lg_delta, ndelta}: size = 2^lg_base + ndelta * 2^lg_delta */
