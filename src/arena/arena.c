@@ -541,7 +541,7 @@ static size_t slab_take_remote_list(extent_t *slab, unsigned binind, void **out,
 static unsigned bin_take_remote_locked(bin_t *bin, unsigned binind, void **out, unsigned n)
 {
     extent_t *slab = __atomic_exchange_n(&bin->remote_slabs, NULL, __ATOMIC_ACQUIRE);
-    const bool as_bits = sc_bin_info[binind].nregs <= SLAB_REMOTE_BITS;
+    const bool as_bits = sc_bin_info[binind].nregs <= SLAB_REMOTE_BITS; /* by class: sc_gen.c */
     unsigned got = 0;
     size_t freed = 0;
     while (slab != NULL) {

@@ -268,7 +268,7 @@ MA_INLINE void arena_dalloc_remote(extent_t *slab, unsigned binind, void *ptr, u
         arena_dalloc_remote_direct(slab, binind, ptr);
         return;
     }
-    if (likely(sc_bin_info[binind].nregs <= SLAB_REMOTE_BITS)) {
+    if (likely(slab_nregs(slab, binind) <= SLAB_REMOTE_BITS)) { /* by class: sc_gen.c */
         /* One OR sets the region's bit and tells whether the slab is
          * announced; nothing is written into the object. */
         uint64_t bit = (uint64_t)1 << idx;

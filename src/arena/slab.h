@@ -11,8 +11,7 @@
 /* The regions of slab (extent_t: its class's geometry, or the small one). */
 MA_INLINE unsigned slab_nregs(const extent_t *slab, unsigned binind)
 {
-    const sc_bin_info_t *bi = &sc_bin_info[binind];
-    return slab->slab_small ? bi->small_nregs : bi->nregs;
+    return sc_bin_info[binind].nregs_of[slab->slab_small];
 }
 
 /* slab_small says which geometry the slab (of that many pages) has. */

@@ -213,12 +213,12 @@ int main(int argc, char **argv)
         printf("    %llu, \\\n", (unsigned long long)cls[i].size);
     printf("}\n\n");
 
-    /* Bin (small class) geometry: region size, slab pages, regions per slab,
-     * the multiply-shift constant that turns a region offset into its
-     * index (idx = (offset * magic) >> 32, exact for offsets that are
-     * multiples of the region size: they are below 2^18 * 2^12), and the
-     * pages and regions of a bin's first slabs (the same when the class
-     * has no smaller slab). */
+    /* Bin (small class) geometry: region size, the multiply-shift constant
+     * that turns a region offset into its index (idx = (offset * magic) >>
+     * 32, exact for offsets that are multiples of the region size: they are
+     * below 2^18 * 2^12), the regions of the class's slabs and of a bin's
+     * first slabs, then the pages of each (the same when the class has no
+     * smaller slab). */
     printf("#define SC_INIT_BIN_INFO { \\\n");
     for (int i = 0; i < nbins; i++) {
         uint64_t size = cls[i].size, pages, nregs;
@@ -230,16 +230,22 @@ int main(int argc, char **argv)
             spages = pages;
             snregs = nregs;
         }
-        /* Remote frees take bits or a list by class (arena.h): both of a
-         * class's slabs must take the same. */
+        /* Remote frees take bits or a list by class (arena.h: slabs of at
+         * most 63 regions, SLAB_REMOTE_BITS): both of a class's slabs must
+         * take the same. */
         if ((nregs <= 63) != (snregs <= 63)) {
             fprintf(stderr, "sc_gen: class %llu: slabs of %llu and %llu regions\n",
                     (unsigned long long)size, (unsigned long long)nregs, (unsigned long long)snregs);
             return 1;
         }
-        printf("    {%lluU, %lluU, %lluU, %lluU, %lluU, %lluU}, \\\n", (unsigned long long)size,
-               (unsigned long long)pages, (unsigned long long)nregs, (unsigned long long)magic,
-               (unsigned long long)spages, (unsigned long long)snregs);
+        if (pages > UINT16_MAX || nregs > UINT16_MAX) {
+            fprintf(stderr, "sc_gen: class %llu: slabs of %llu pages, %llu regions (16 bits each)\n",
+                    (unsigned long long)size, (unsigned long long)pages, (unsigned long long)nregs);
+            return 1;
+        }
+        printf("    {%lluU, %lluU, {{%lluU, %lluU}}, %lluU, %lluU}, \\\n", (unsigned long long)size,
+               (unsigned long long)magic, (unsigned long long)nregs, (unsigned long long)snregs,
+               (unsigned long long)pages, (unsigned long long)spages);
     }
     printf("}\n\n#endif\n");
     (void)npagecls;

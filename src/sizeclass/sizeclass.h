@@ -24,14 +24,21 @@
 /* Geometry of one small class's slabs. */
 typedef struct sc_bin_info {
     uint32_t reg_size;
-    uint32_t slab_pages;
-    uint32_t nregs;
     uint32_t div_magic; /* region index = (offset * div_magic) >> 32 */
-    /* A bin's first slabs (arena.c, SLAB_SMALL_BIN_PAGES): at most
-     * slab_pages, at most nregs; equal when the class has no smaller one. */
-    uint32_t small_pages;
-    uint32_t small_nregs;
-} sc_bin_info_t;
+    /* Regions of the class's slabs, and of a bin's first slabs (arena.c,
+     * SLAB_SMALL_BIN_SLABS; equal when the class has no smaller one):
+     * nregs_of[slab_small] (slab_nregs, without a branch). */
+    union {
+        struct {
+            uint16_t nregs;
+            uint16_t small_nregs;
+        };
+        uint16_t nregs_of[2];
+    };
+    uint16_t slab_pages;
+    uint16_t small_pages; /* at most slab_pages */
+} sc_bin_info_t; /* 16 bytes: free's slow path indexes it with a shift */
+_Static_assert(sizeof(sc_bin_info_t) == 16, "sc_bin_info_t is indexed by a shift");
 
 /* {lg_base, lg_delta, ndelta}: size = 2^lg_base + ndelta * 2^lg_delta */
 typedef struct sc_formula {
