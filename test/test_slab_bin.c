@@ -287,6 +287,7 @@ Test(bin, fill_and_batch_free_keep_stats_right)
         cr_assert_eq(bin->slabcur->nfree, bi->nregs);
         cr_assert_not(bin->slabcur->slab_small);
         dalloc_all(b, held, nheld);
+        cr_assert_eq(bin->stats.curregs, 0);
         free(ps);
     }
 }
@@ -508,6 +509,7 @@ Test(bin, emptied_slabs_are_kept_up_to_a_bound_then_go_back_to_the_pool)
         cr_assert_eq(tu_slab_of(one[b]), a->bins[b].slabcur);
         dalloc_all(b, &one[b], 1);
         dalloc_all(b, heldb[b], nheldb[b]);
+        cr_assert_eq(a->bins[b].stats.curregs, 0);
     }
 }
 
@@ -656,6 +658,7 @@ Test(bin, a_batch_free_in_runs_per_slab_leaves_every_slab_findable)
         }
         cr_assert_eq(bin->stats.curregs, regs_before, "bin %u: regions left", b);
         dalloc_all(b, held, nheld);
+        cr_assert_eq(bin->stats.curregs, regs_before - nheld);
         free(f);
         free(got);
         free(ps);
@@ -731,6 +734,7 @@ Test(bin, fills_prefer_the_lowest_address_nonfull_slab)
         dalloc_all(b, ps, n);
         cr_assert_eq(bin->stats.curregs, nheld);
         dalloc_all(b, held, nheld);
+        cr_assert_eq(bin->stats.curregs, 0);
         free(ps);
     }
     cr_assert_gt(tested, SC_NBINS / 2, "most classes have slabs of several regions");
