@@ -136,8 +136,8 @@ uint32_t arena_nthreads_total(void)
  */
 
 /* A new slab for bin binind of a, of the class's small geometry while the
- * bin's slabs take fewer than SLAB_SMALL_BIN_PAGES (arena.h); counted in
- * the bin's pages. */
+ * bin's slabs take fewer pages than SLAB_SMALL_BIN_SLABS of the class's
+ * (arena.h); counted in the bin's pages. */
 static extent_t *arena_slab_new(arena_t *a, bin_t *bin, unsigned binind)
 {
     const sc_bin_info_t *bi = &sc_bin_info[binind];

@@ -72,19 +72,19 @@ static void slab_geometry(uint64_t size, uint64_t page, bool extended, uint64_t 
     *nregs = r;
 }
 
-/* A bin's first slabs (arena.c, SLAB_SMALL_BIN_PAGES): the fewest pages
+/* A bin's first slabs (arena.c, SLAB_SMALL_BIN_SLABS): the fewest pages
  * that hold two regions or more with a tail of at most
- * 1/SLAB_SMALL_TAIL_FRAC of the slab, for the
- * classes below the extended ones where that is fewer pages than the
- * class's slab; otherwise the class's slab (*pages 0: none of its own). A
- * class with few objects then holds them in a page or two, not in a
- * 12-20 KiB slab mostly free: make bench's churn (256 objects of
- * 16 B-2 KiB per thread) spread a thread's objects over 448 KiB of slabs
- * for 294 KiB of regions. */
+ * 1/SLAB_SMALL_TAIL_FRAC of the slab, for the classes below the extended
+ * ones where that is fewer pages than the class's slab (big_pages,
+ * big_nregs); otherwise the class's slab. A class with few objects then
+ * holds them in a page or two, not in a 12-20 KiB slab mostly free: make
+ * bench's churn (256 objects of 16 B-2 KiB per thread) spread a thread's
+ * objects over 448 KiB of slabs for 294 KiB of regions. */
 static void slab_geometry_small(uint64_t size, uint64_t page, bool extended, uint64_t big_pages,
-                                uint64_t *pages, uint64_t *nregs)
+                                uint64_t big_nregs, uint64_t *pages, uint64_t *nregs)
 {
-    *pages = *nregs = 0;
+    *pages = big_pages;
+    *nregs = big_nregs;
     if (extended)
         return;
     uint64_t p = 1;
@@ -225,11 +225,7 @@ int main(int argc, char **argv)
         slab_geometry(size, page, size >= (page << lg_ngroup), &pages, &nregs);
         uint64_t magic = (((uint64_t)1 << 32) + size - 1) / size;
         uint64_t spages, snregs;
-        slab_geometry_small(size, page, size >= (page << lg_ngroup), pages, &spages, &snregs);
-        if (spages == 0) {
-            spages = pages;
-            snregs = nregs;
-        }
+        slab_geometry_small(size, page, size >= (page << lg_ngroup), pages, nregs, &spages, &snregs);
         /* Remote frees take bits or a list by class (arena.h: slabs of at
          * most 63 regions, SLAB_REMOTE_BITS): both of a class's slabs must
          * take the same. */
