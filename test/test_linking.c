@@ -310,20 +310,23 @@ Test(linking, a_program_that_does_not_profile_keeps_few_static_pages, .timeout =
     cr_assert_leq(resident, 8, "%ld pages of the allocator's static data resident", resident);
 }
 
-/* The cold code (profiling, mallctl, reports), and its read-only data with
- * the unwind tables, in mappings of their own (Makefile, COLD_SRC): a page
- * fault maps the pages around the one it faults in, in one fresh copy of
- * the library all of the text up to a 128 KiB boundary, so in one mapping
- * with the rest they were resident in every process. */
-Test(linking, a_program_that_only_allocates_maps_none_of_the_cold_code, .timeout = 60)
+/* The warm code (the interfaces beyond malloc, free, calloc and realloc,
+ * options, fork, controls: Makefile, WARM_SRC) and the cold code
+ * (profiling, mallctl, reports), and the cold read-only data with the
+ * unwind tables, in mappings of their own: a page fault maps the pages
+ * around the one it faults in, in one fresh copy of the library all of the
+ * text up to a 128 KiB boundary, so in one mapping with the rest they were
+ * resident in every process. */
+Test(linking, a_program_that_only_allocates_maps_none_of_the_warm_or_cold_code, .timeout = 60)
 {
     static char out[OUTLEN];
     run_static_pages_probe(out, sizeof(out));
-    cr_assert_eq(val(out, "code_segments"), 2, "not two executable segments:\n%s", out);
-    long hot = val(out, "code_mapped_0"), cold = val(out, "code_mapped_1");
-    cr_log_info("code pages mapped: %ld of %ld, cold %ld of %ld", hot, val(out, "code_pages_0"), cold,
-                val(out, "code_pages_1"));
+    cr_assert_eq(val(out, "code_segments"), 3, "not three executable segments:\n%s", out);
+    long hot = val(out, "code_mapped_0"), warm = val(out, "code_mapped_1"), cold = val(out, "code_mapped_2");
+    cr_log_info("code pages mapped: %ld of %ld, warm %ld of %ld, cold %ld of %ld", hot, val(out, "code_pages_0"),
+                warm, val(out, "code_pages_1"), cold, val(out, "code_pages_2"));
     cr_assert_gt(hot, 0, "pagemap showed none of the allocation paths mapped:\n%s", out);
+    cr_assert_eq(warm, 0, "%ld pages of the warm code mapped in a program that only allocates", warm);
     cr_assert_eq(cold, 0, "%ld pages of the cold code mapped in a program that only allocates", cold);
     long unwind = val(out, "unwind_mapped");
     cr_assert_geq(unwind, 0, "no segment with the unwind tables:\n%s", out);
@@ -374,21 +377,48 @@ static unsigned code_segments(unsigned long lo[4], unsigned long hi[4])
     return n;
 }
 
-/* The layout the Makefile makes (COLD_SRC): the code of the cold files in
- * a second executable segment, past a hole of at least a page (so that the
- * two are separate mappings), their read-only data after it, and nothing
- * that every program runs in the cold segment:
- * the allocation paths, what runs at start-up and exit, and the functions
- * of cold files marked MA_HOT_TEXT. */
-Test(linking, the_cold_code_lies_in_a_segment_of_its_own, .timeout = 60)
+/* The names of the functions that the objects (build paths) keep in their
+ * own .text, each between spaces, into names. */
+static void own_text_functions(const char *const *objs, size_t nobjs, char *names, size_t cap)
+{
+    char cmd[4 * PATH_MAX + 32] = "objdump -t";
+    for (size_t i = 0; i < nobjs; i++) {
+        char path[PATH_MAX];
+        build_path(path, objs[i]);
+        size_t len = strlen(cmd);
+        snprintf(cmd + len, sizeof(cmd) - len, " '%s'", path);
+    }
+    static char objout[1 << 20];
+    cr_assert_eq(tu_run(cmd, objout, sizeof(objout)), 0, "%s failed", cmd);
+    size_t n = 0;
+    for (char *line = strtok(objout, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+        char *sec = strstr(line, " F .text\t");
+        char *name = sec != NULL ? strrchr(line, ' ') : NULL;
+        if (name == NULL || n + strlen(name) + 2 > cap)
+            continue;
+        n += (size_t)snprintf(names + n, cap - n, "%s ", name);
+    }
+    cr_assert_gt(n, 0, "objdump listed no function of %s", objs[0]);
+}
+
+/* The layout the Makefile makes (WARM_SRC, COLD_SRC): three executable
+ * segments, each past a hole of at least a page (so that they are separate
+ * mappings). The first holds what every program runs: the allocation
+ * paths, what runs at start-up and exit, and the functions of warm and cold
+ * files marked MA_HOT_TEXT. The second, the warm code: the warm files'
+ * functions and those marked MA_WARM_TEXT. The third, the cold files'
+ * code, with their read-only data after it. */
+Test(linking, the_warm_and_the_cold_code_lie_in_segments_of_their_own, .timeout = 60)
 {
     unsigned long lo[4], hi[4];
-    cr_assert_eq(code_segments(lo, hi), 2, "the library does not have two executable segments");
+    cr_assert_eq(code_segments(lo, hi), 3, "the library does not have three executable segments");
     /* The system's page, not the allocator's (the configurations of other
      * page sizes are built for the same system). */
     const unsigned long page = (unsigned long)sysconf(_SC_PAGESIZE);
-    cr_assert_geq(lo[1], MA_ALIGN_UP(hi[0], page) + page, "no hole between the segments: [%#lx, %#lx), [%#lx, %#lx)",
-                  lo[0], hi[0], lo[1], hi[1]);
+    for (unsigned i = 1; i < 3; i++)
+        cr_assert_geq(lo[i], MA_ALIGN_UP(hi[i - 1], page) + page,
+                      "no hole between segments %u and %u: [%#lx, %#lx), [%#lx, %#lx)", i - 1, i, lo[i - 1],
+                      hi[i - 1], lo[i], hi[i]);
 
     /* The cold files' read-only data lies past the cold code, with the
      * unwind tables (what a program that does not profile never reads). */
@@ -408,39 +438,33 @@ Test(linking, the_cold_code_lies_in_a_segment_of_its_own, .timeout = 60)
         }
     }
     cr_assert_gt(rodata_cold_size, 0, "no .rodata.cold section");
-    cr_assert_geq(rodata_cold, hi[1], ".rodata.cold at %#lx, before the end of the cold code at %#lx", rodata_cold,
-                  hi[1]);
+    cr_assert_geq(rodata_cold, hi[2], ".rodata.cold at %#lx, before the end of the cold code at %#lx", rodata_cold,
+                  hi[2]);
     cr_assert_geq(eh_hdr, rodata_cold + rodata_cold_size, "the unwind tables at %#lx do not follow .rodata.cold",
                   eh_hdr);
 
-    /* The functions the cold files keep in their own text (not MA_HOT_TEXT). */
-    static char coldnames[1 << 16];
-    size_t ncold = 0;
-    char objs[3][PATH_MAX], cmd[3 * PATH_MAX + 32];
-    static char objout[1 << 20];
-    build_path(objs[0], "obj/prof/prof.o");
-    build_path(objs[1], "obj/core/ctl.o");
-    build_path(objs[2], "obj/common/math.o");
-    snprintf(cmd, sizeof(cmd), "objdump -t '%s' '%s' '%s'", objs[0], objs[1], objs[2]);
-    cr_assert_eq(tu_run(cmd, objout, sizeof(objout)), 0, "%s failed", cmd);
-    for (char *line = strtok(objout, "\n"); line != NULL; line = strtok(NULL, "\n")) {
-        char *sec = strstr(line, " F .text\t");
-        char *name = sec != NULL ? strrchr(line, ' ') : NULL;
-        if (name == NULL || ncold + strlen(name) + 2 > sizeof(coldnames))
-            continue;
-        ncold += (size_t)snprintf(coldnames + ncold, sizeof(coldnames) - ncold, "%s ", name);
-    }
-    cr_assert_gt(ncold, 0, "objdump listed no function of the cold files");
+    /* The functions the warm and cold files keep in their own text (not
+     * MA_HOT_TEXT). */
+    static char warmnames[1 << 16], coldnames[1 << 16];
+    static const char *const warm_objs[] = {"obj/core/jemalloc.o", "obj/core/conf.o", "obj/core/background.o"};
+    static const char *const cold_objs[] = {"obj/prof/prof.o", "obj/core/ctl.o", "obj/common/math.o"};
+    own_text_functions(warm_objs, MA_ARRAY_LEN(warm_objs), warmnames, sizeof(warmnames));
+    own_text_functions(cold_objs, MA_ARRAY_LEN(cold_objs), coldnames, sizeof(coldnames));
 
     char *out = layout_tool_output("nm -n -S");
     static const char *const every[] = {"malloc", "free", "calloc", "realloc", "ma_alloc_slow", "ma_free_slow",
                                         "tcache_alloc_hard", "arena_fill_small_max", "extent_alloc",
-                                        "ma_init_hard", "tcache_init", "tsd_cleanup", "ma_decay_hook",
-                                        "arena_decay", "sdallocx", "malloc_trim", "prof_boot",
-                                        "prof_boot_late", "prof_decay", "prof_unwind_count_startup_objects"};
+                                        "ma_init_hard", "tcache_init", "tsd_cleanup", "tcache_destroy",
+                                        "tcache_flush", "conf_init", "ma_decay_hook", "arena_decay",
+                                        "arena_malloc_large", "prof_boot", "prof_boot_late", "prof_decay",
+                                        "prof_unwind_count_startup_objects"};
+    static const char *const warm[] = {"mallocx", "sdallocx", "malloc_trim", "mallinfo2", "posix_memalign",
+                                       "aligned_alloc", "malloc_usable_size", "free_sized", "conf_parse",
+                                       "ma_background_set", "arena_prefork", "tcache_set_enabled",
+                                       "extent_expand", "ma_fatal"};
     static const char *const cold[] = {"mallctl", "malloc_stats_print", "prof_write_pprof", "prof_dump",
                                        "prof_backtrace"};
-    unsigned nevery = 0, nnamed = 0, nlisted = 0;
+    unsigned nevery = 0, nwarm = 0, nnamed = 0, nlisted = 0, nwarm_listed = 0;
     for (char *line = strtok(out, "\n"); line != NULL; line = strtok(NULL, "\n")) {
         unsigned long addr, size;
         char type, name[256];
@@ -448,7 +472,17 @@ Test(linking, the_cold_code_lies_in_a_segment_of_its_own, .timeout = 60)
             continue;
         char key[260];
         snprintf(key, sizeof(key), " %s ", name);
-        bool in_cold = addr >= lo[1] && addr + size <= hi[1];
+        bool in_warm = addr >= lo[1] && addr + size <= hi[1];
+        bool in_cold = addr >= lo[2] && addr + size <= hi[2];
+        if (strstr(warmnames, key) != NULL) {
+            nwarm_listed++;
+            cr_assert(in_warm, "%s (a warm file's) at %#lx, outside the warm segment", name, addr);
+        }
+        for (size_t i = 0; i < MA_ARRAY_LEN(warm); i++)
+            if (strcmp(name, warm[i]) == 0) {
+                nwarm++;
+                cr_assert(in_warm, "%s at %#lx, outside the warm segment", name, addr);
+            }
         if (strstr(coldnames, key) != NULL) {
             nlisted++;
             cr_assert(in_cold, "%s (a cold file's) at %#lx, outside the cold segment", name, addr);
@@ -465,6 +499,8 @@ Test(linking, the_cold_code_lies_in_a_segment_of_its_own, .timeout = 60)
                           addr);
             }
     }
+    cr_assert_gt(nwarm_listed, 0, "nm listed none of the warm files' functions");
+    cr_assert_eq(nwarm, MA_ARRAY_LEN(warm), "nm listed %u of the %zu warm functions", nwarm, MA_ARRAY_LEN(warm));
     cr_assert_gt(nlisted, 0, "nm listed none of the cold files' functions");
     cr_assert_eq(nnamed, MA_ARRAY_LEN(cold), "nm listed %u of the %zu cold functions", nnamed, MA_ARRAY_LEN(cold));
     cr_assert_eq(nevery, MA_ARRAY_LEN(every), "nm listed %u of the %zu functions", nevery, MA_ARRAY_LEN(every));

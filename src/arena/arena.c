@@ -659,7 +659,7 @@ void arena_dalloc_large(extent_t *e)
     extent_dalloc(e->pool, e);
 }
 
-bool arena_ralloc_large_in_place(extent_t *e, size_t new_usize, bool zero)
+MA_WARM_TEXT bool arena_ralloc_large_in_place(extent_t *e, size_t new_usize, bool zero)
 {
     arena_t *a = arenas[e->arena_ind];
     size_t old = e->size;
@@ -1069,14 +1069,14 @@ static size_t arena_purge_slabs(arena_t *a, bool decay, uint64_t now_ns, size_t 
     return t.pages;
 }
 
-size_t arena_purge(arena_t *a)
+MA_WARM_TEXT size_t arena_purge(arena_t *a)
 {
     arena_release_empty_slabs(a);
     size_t n = arena_purge_slabs(a, false, 0, SIZE_MAX);
     return n + extent_purge_all(&a->pool);
 }
 
-size_t arena_purge_all(void)
+MA_WARM_TEXT size_t arena_purge_all(void)
 {
     /* Every arena's empty slabs first: a slab may have come from another
      * arena's pool (extent_pool_share), which would be dirty again after
@@ -1132,7 +1132,7 @@ size_t arena_decay(arena_t *a, uint64_t now_ns, size_t max_pages)
  * which a thread may nest them).
  */
 
-void arena_prefork(void)
+MA_WARM_TEXT void arena_prefork(void)
 {
     ma_mutex_prefork(&choose_lock);
     ma_mutex_prefork(&arenas_lock);
@@ -1144,7 +1144,7 @@ void arena_prefork(void)
         extent_pool_prefork(&a->pool);
 }
 
-void arena_postfork_parent(void)
+MA_WARM_TEXT void arena_postfork_parent(void)
 {
     arena_t *a;
     for (unsigned i = 0; (a = arena_next(&i)) != NULL;) {
@@ -1156,7 +1156,7 @@ void arena_postfork_parent(void)
     ma_mutex_postfork_parent(&choose_lock);
 }
 
-void arena_postfork_child(void)
+MA_WARM_TEXT void arena_postfork_child(void)
 {
     arena_t *a;
     for (unsigned i = 0; (a = arena_next(&i)) != NULL;) {

@@ -117,7 +117,7 @@ size_t base_mapped_bytes(void)
     return ma_load_relaxed(&base_mapped);
 }
 
-size_t base_resident_bytes(void)
+MA_WARM_TEXT size_t base_resident_bytes(void)
 {
     const size_t osp = pages_os_page_size(); /* mincore's unit */
     size_t resident = 0;
@@ -143,6 +143,6 @@ size_t base_allocated_bytes(void)
     return ma_load_relaxed(&base_allocated);
 }
 
-void base_prefork(void) { ma_mutex_prefork(&base_lock); }
-void base_postfork_parent(void) { ma_mutex_postfork_parent(&base_lock); }
-void base_postfork_child(void) { ma_mutex_postfork_child(&base_lock); }
+MA_WARM_TEXT void base_prefork(void) { ma_mutex_prefork(&base_lock); }
+MA_WARM_TEXT void base_postfork_parent(void) { ma_mutex_postfork_parent(&base_lock); }
+MA_WARM_TEXT void base_postfork_child(void) { ma_mutex_postfork_child(&base_lock); }

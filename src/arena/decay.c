@@ -46,7 +46,7 @@ void decay_init(decay_t *d, ssize_t ms, uint64_t now_ns)
     d->epoch_start_ns = now_ns;
 }
 
-void decay_reset(decay_t *d, ssize_t ms, uint64_t now_ns)
+MA_WARM_TEXT void decay_reset(decay_t *d, ssize_t ms, uint64_t now_ns)
 {
     memset(d, 0, sizeof(*d));
     decay_init(d, ms, now_ns);

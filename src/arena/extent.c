@@ -748,7 +748,7 @@ void extent_set_szind(extent_t *e, unsigned szind, uint64_t flags)
     register_boundaries(e, rtree_elm_make(e, szind, flags));
 }
 
-bool extent_shrink(extent_pool_t *pool, extent_t *e, size_t new_size, unsigned szind)
+MA_WARM_TEXT bool extent_shrink(extent_pool_t *pool, extent_t *e, size_t new_size, unsigned szind)
 {
     ma_mutex_lock(&pool->lock);
     extent_t *trail = extent_split_raw(e, new_size);
@@ -764,7 +764,7 @@ bool extent_shrink(extent_pool_t *pool, extent_t *e, size_t new_size, unsigned s
     return true;
 }
 
-bool extent_expand(extent_pool_t *pool, extent_t *e, size_t new_size, unsigned szind, bool *zeroed)
+MA_WARM_TEXT bool extent_expand(extent_pool_t *pool, extent_t *e, size_t new_size, unsigned szind, bool *zeroed)
 {
     size_t extra = new_size - e->size;
     uintptr_t end = e->addr + e->size;
@@ -877,7 +877,7 @@ void extent_count_slab_purge(extent_pool_t *pool, size_t nmadvise, size_t pages)
     ma_mutex_unlock(&pool->lock);
 }
 
-size_t extent_purge_all(extent_pool_t *pool)
+MA_WARM_TEXT size_t extent_purge_all(extent_pool_t *pool)
 {
     ma_mutex_lock(&pool->lock);
     size_t n = pool_purge_locked(pool, &pool->dirty, 0, SIZE_MAX, false);
@@ -914,7 +914,7 @@ size_t extent_decay_hard(extent_pool_t *pool, uint64_t now_ns, size_t max_pages)
     return purged;
 }
 
-void extent_set_decay(extent_pool_t *pool, ssize_t dirty_ms, ssize_t muzzy_ms)
+MA_WARM_TEXT void extent_set_decay(extent_pool_t *pool, ssize_t dirty_ms, ssize_t muzzy_ms)
 {
     uint64_t now = decay_now_ns();
     ma_mutex_lock(&pool->lock);
@@ -925,14 +925,14 @@ void extent_set_decay(extent_pool_t *pool, ssize_t dirty_ms, ssize_t muzzy_ms)
     ma_mutex_unlock(&pool->lock);
 }
 
-void extent_set_hold(extent_pool_t *pool, ssize_t ms)
+MA_WARM_TEXT void extent_set_hold(extent_pool_t *pool, ssize_t ms)
 {
     ma_mutex_lock(&pool->lock);
     decay_hold_init(&pool->hold, ms, decay_now_ns(), pool->stats.active_pages);
     ma_mutex_unlock(&pool->lock);
 }
 
-uint64_t extent_decay_ns_to_next(extent_pool_t *pool, uint64_t now_ns)
+MA_WARM_TEXT uint64_t extent_decay_ns_to_next(extent_pool_t *pool, uint64_t now_ns)
 {
     ma_mutex_lock(&pool->lock);
     uint64_t a = pool->dirty.npages > 0 ? decay_ns_to_next_epoch(&pool->decay_dirty, now_ns) : UINT64_MAX;
@@ -946,6 +946,6 @@ size_t extent_pool_dirty_pages(extent_pool_t *pool)
     return ma_load_relaxed(&pool->dirty.npages);
 }
 
-void extent_pool_prefork(extent_pool_t *pool) { ma_mutex_prefork(&pool->lock); }
-void extent_pool_postfork_parent(extent_pool_t *pool) { ma_mutex_postfork_parent(&pool->lock); }
-void extent_pool_postfork_child(extent_pool_t *pool) { ma_mutex_postfork_child(&pool->lock); }
+MA_WARM_TEXT void extent_pool_prefork(extent_pool_t *pool) { ma_mutex_prefork(&pool->lock); }
+MA_WARM_TEXT void extent_pool_postfork_parent(extent_pool_t *pool) { ma_mutex_postfork_parent(&pool->lock); }
+MA_WARM_TEXT void extent_pool_postfork_child(extent_pool_t *pool) { ma_mutex_postfork_child(&pool->lock); }

@@ -58,7 +58,7 @@ bool pages_purge_forced(void *addr, size_t size)
 
 static int lazy_broken; /* the kernel has no MADV_FREE */
 
-bool pages_purge_lazy(void *addr, size_t size)
+MA_WARM_TEXT bool pages_purge_lazy(void *addr, size_t size)
 {
     if (!ma_load_relaxed(&lazy_broken)) {
         if (pages_advise(addr, size, MADV_FREE))
@@ -141,12 +141,12 @@ unsigned pages_purge_batch(const pages_range_t *ranges, unsigned n, bool lazy)
     return ncalls;
 }
 
-void pages_nohuge(void *addr, size_t size)
+MA_WARM_TEXT void pages_nohuge(void *addr, size_t size)
 {
     pages_advise(addr, size, MADV_NOHUGEPAGE);
 }
 
-void pages_huge(void *addr, size_t size)
+MA_WARM_TEXT void pages_huge(void *addr, size_t size)
 {
     pages_advise(addr, size, MADV_HUGEPAGE);
 }

@@ -117,6 +117,6 @@ bool rtree_write_range(uintptr_t addr, size_t size, rtree_elm_t e)
     return true;
 }
 
-void rtree_prefork(void) { ma_mutex_prefork(&rtree_lock); }
-void rtree_postfork_parent(void) { ma_mutex_postfork_parent(&rtree_lock); }
-void rtree_postfork_child(void) { ma_mutex_postfork_child(&rtree_lock); }
+MA_WARM_TEXT void rtree_prefork(void) { ma_mutex_prefork(&rtree_lock); }
+MA_WARM_TEXT void rtree_postfork_parent(void) { ma_mutex_postfork_parent(&rtree_lock); }
+MA_WARM_TEXT void rtree_postfork_child(void) { ma_mutex_postfork_child(&rtree_lock); }

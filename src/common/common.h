@@ -30,6 +30,11 @@
  * decay ticks): in .text.hot it stays with the code every process has
  * resident. */
 #define MA_HOT_TEXT __attribute__((section(".text.hot")))
+/* A function that a program reaches only through the interfaces beyond
+ * malloc, free, calloc and realloc, the options, fork or the controls (the
+ * Makefile's WARM_SRC): into the warm code's mapping, so that the pages of
+ * code every process has resident hold only what every process runs. */
+#define MA_WARM_TEXT __attribute__((section(".text.warm")))
 /* On an extern declaration: lets the compiler reach the object RIP-relative
  * (the fast paths' tables), since -fvisibility=hidden covers definitions
  * only. */

@@ -282,7 +282,7 @@ void ma_warn(const char *fmt, ...)
     va_end(ap);
 }
 
-void ma_fatal(const char *fmt, ...)
+MA_WARM_TEXT void ma_fatal(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);

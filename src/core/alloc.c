@@ -69,7 +69,7 @@ MA_INLINE void *alloc_sampled(tsd_t *tsd, size_t usize, size_t align, int flags,
 }
 
 /* gdump: a dump at each new high-water mark of mapped memory. */
-static MA_NOINLINE void gdump_check(void)
+static MA_WARM_TEXT MA_NOINLINE void gdump_check(void)
 {
     static uint64_t seen;
     uint64_t now = ma_load_acquire(&extent_nchunks);
@@ -237,7 +237,7 @@ static MA_NOINLINE void free_elm(void *p, rtree_elm_t elm)
  * prof:true, 851 -> 831 instructions a sample), nor a call to ma_check_live
  * (827 -> 807). Out of line, so that ma_free_slow keeps no stack frame for a
  * consumer's remote free. */
-static MA_NOINLINE void free_sampled(void *p, rtree_elm_t elm)
+static MA_WARM_TEXT MA_NOINLINE void free_sampled(void *p, rtree_elm_t elm)
 {
     extent_t *e = rtree_elm_extent(elm);
     /* What ma_check_live would find wrong, tested in line; it reports. */
@@ -283,7 +283,7 @@ MA_NOINLINE void ma_free_slow(void *p)
     free_elm(p, elm);
 }
 
-void ma_dalloc_flags(void *p, int flags)
+MA_WARM_TEXT void ma_dalloc_flags(void *p, int flags)
 {
     if (p == NULL)
         return;
@@ -403,7 +403,7 @@ MA_EXPORT void *realloc(void *p, size_t size)
     return realloc_caller(p, size, MA_CALLER());
 }
 
-MA_EXPORT void *reallocarray(void *p, size_t n, size_t size)
+MA_EXPORT MA_WARM_TEXT void *reallocarray(void *p, size_t n, size_t size)
 {
     size_t total;
     if (unlikely(__builtin_mul_overflow(n, size, &total))) {
@@ -415,7 +415,7 @@ MA_EXPORT void *reallocarray(void *p, size_t n, size_t size)
 
 static bool is_pow2(size_t a) { return a != 0 && (a & (a - 1)) == 0; }
 
-MA_EXPORT int posix_memalign(void **memptr, size_t align, size_t size)
+MA_EXPORT MA_WARM_TEXT int posix_memalign(void **memptr, size_t align, size_t size)
 {
     if (unlikely(align < sizeof(void *) || !is_pow2(align)))
         return EINVAL;
@@ -433,7 +433,7 @@ MA_EXPORT int posix_memalign(void **memptr, size_t align, size_t size)
     return 0;
 }
 
-static void *aligned_caller(size_t align, size_t size, void *caller)
+static MA_WARM_TEXT void *aligned_caller(size_t align, size_t size, void *caller)
 {
     if (unlikely(!is_pow2(align))) {
         errno = EINVAL;
@@ -445,17 +445,17 @@ static void *aligned_caller(size_t align, size_t size, void *caller)
     return ma_alloc_slow(size, align, 0, caller);
 }
 
-MA_EXPORT void *aligned_alloc(size_t align, size_t size)
+MA_EXPORT MA_WARM_TEXT void *aligned_alloc(size_t align, size_t size)
 {
     return aligned_caller(align, size, MA_CALLER());
 }
 
-MA_EXPORT void *memalign(size_t align, size_t size)
+MA_EXPORT MA_WARM_TEXT void *memalign(size_t align, size_t size)
 {
     return aligned_caller(align, size, MA_CALLER());
 }
 
-MA_EXPORT void *valloc(size_t size)
+MA_EXPORT MA_WARM_TEXT void *valloc(size_t size)
 {
     void *p;
     if (likely(alloc_aligned_fast(size, pages_os_page_size(), &p)))
@@ -463,7 +463,7 @@ MA_EXPORT void *valloc(size_t size)
     return ma_alloc_slow(size, pages_os_page_size(), 0, MA_CALLER());
 }
 
-MA_EXPORT void *pvalloc(size_t size)
+MA_EXPORT MA_WARM_TEXT void *pvalloc(size_t size)
 {
     size_t pg = pages_os_page_size();
     size_t rounded = (size + pg - 1) & ~(pg - 1);
@@ -474,7 +474,7 @@ MA_EXPORT void *pvalloc(size_t size)
     return ma_alloc_slow(rounded == 0 ? pg : rounded, pg, 0, MA_CALLER());
 }
 
-MA_EXPORT size_t malloc_usable_size(void *p)
+MA_EXPORT MA_WARM_TEXT size_t malloc_usable_size(void *p)
 {
     if (p == NULL)
         return 0;
@@ -492,7 +492,7 @@ bool opt_check_sized;
 
 /* A sized free the fast path could not take: look the object up, check the
  * size when checks are on (or when it cannot be trusted), free. */
-MA_NOINLINE void ma_sdalloc_slow(void *p, size_t size, size_t align, int flags, const char *func)
+MA_WARM_TEXT MA_NOINLINE void ma_sdalloc_slow(void *p, size_t size, size_t align, int flags, const char *func)
 {
     if (p == NULL)
         return;
@@ -515,14 +515,14 @@ MA_NOINLINE void ma_sdalloc_slow(void *p, size_t size, size_t align, int flags, 
  * alone could not: another arena's object of a class that shares cache
  * lines must go home). With
  * check_sized they take the slow path, which compares the size. */
-MA_EXPORT MA_ENTRY_ALIGNED void free_sized(void *p, size_t size)
+MA_EXPORT MA_WARM_TEXT MA_ENTRY_ALIGNED void free_sized(void *p, size_t size)
 {
     if (likely(!opt_check_sized) && likely(free_fast(p)))
         return;
     ma_sdalloc_slow(p, size, 0, 0, "free_sized");
 }
 
-MA_EXPORT MA_ENTRY_ALIGNED void free_aligned_sized(void *p, size_t align, size_t size)
+MA_EXPORT MA_WARM_TEXT MA_ENTRY_ALIGNED void free_aligned_sized(void *p, size_t align, size_t size)
 {
     if (likely(!opt_check_sized) && likely(free_fast(p)))
         return;

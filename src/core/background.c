@@ -37,7 +37,7 @@ static void decay_one(arena_t *a, uint64_t now)
         arena_decay(a, now, DECAY_TICK_MAX_PAGES);
 }
 
-void ma_decay_hook(uint64_t bytes)
+MA_HOT_TEXT void ma_decay_hook(uint64_t bytes)
 {
     (void)bytes;
     static unsigned cursor;

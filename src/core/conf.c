@@ -236,10 +236,16 @@ static const char *ma_getenv(const char *name)
     return NULL;
 }
 
-void conf_init(void)
+/* The parser is warm code (the Makefile's WARM_SRC): called only for a
+ * string there is. */
+MA_HOT_TEXT void conf_init(void)
 {
-    unsigned bad = conf_parse("malloc_conf", malloc_conf, true);
-    bad += conf_parse("MYALLOC_CONF", ma_getenv("MYALLOC_CONF"), true);
+    unsigned bad = 0;
+    const char *env = ma_getenv("MYALLOC_CONF");
+    if (malloc_conf != NULL)
+        bad += conf_parse("malloc_conf", malloc_conf, true);
+    if (env != NULL)
+        bad += conf_parse("MYALLOC_CONF", env, true);
     if (bad != 0 && opt_abort_conf)
         ma_fatal("invalid configuration and abort_conf:true: aborting");
 }

@@ -31,7 +31,7 @@ static unsigned count_cpus(void)
 /* No lock is held across fork: prepare takes every lock in lock order
  * (init, profiler, arenas' bins, arenas' pools, page map, metadata), the
  * parent releases them, the child re-initialises them. */
-static void ma_prefork(void)
+static MA_WARM_TEXT void ma_prefork(void)
 {
     if (!ma_load_acquire(&ma_initialized))
         return;
@@ -42,7 +42,7 @@ static void ma_prefork(void)
     base_prefork();
 }
 
-static void ma_postfork_parent(void)
+static MA_WARM_TEXT void ma_postfork_parent(void)
 {
     if (!ma_load_acquire(&ma_initialized))
         return;
@@ -53,7 +53,7 @@ static void ma_postfork_parent(void)
     ma_mutex_postfork_parent(&init_lock);
 }
 
-static void ma_postfork_child(void)
+static MA_WARM_TEXT void ma_postfork_child(void)
 {
     if (!ma_load_acquire(&ma_initialized))
         return;

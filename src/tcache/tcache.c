@@ -95,7 +95,7 @@ static void bin_merge_requests(tsd_t *tsd, unsigned ind)
         arena_large_count_cached(tsd->arena, ind, n);
 }
 
-void tcache_merge_stats(tsd_t *tsd)
+MA_WARM_TEXT void tcache_merge_stats(tsd_t *tsd)
 {
     for (unsigned i = 0; i < tsd->tcache_nbins; i++)
         bin_merge_requests(tsd, i);
@@ -401,7 +401,7 @@ void tcache_flush(tsd_t *tsd)
     }
 }
 
-void tcache_set_enabled(tsd_t *tsd, bool enabled)
+MA_WARM_TEXT void tcache_set_enabled(tsd_t *tsd, bool enabled)
 {
     if (enabled == tsd->tcache_enabled)
         return;

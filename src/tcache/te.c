@@ -48,7 +48,7 @@ uint64_t te_prng_seed(const void *thread_addr, uint64_t serial)
     return ma_splitmix_next(&s);
 }
 
-uint64_t te_sample_wait(uint64_t *prng, unsigned lg_sample)
+MA_WARM_TEXT uint64_t te_sample_wait(uint64_t *prng, unsigned lg_sample)
 {
     /* W = E * R with E ~ Exp(1) is Exp(mean R); the sampled byte is the
      * floor(W)-th one ahead, so an allocation of Z bytes is sampled with
@@ -130,7 +130,7 @@ void te_init(tsd_t *tsd)
         te_schedule(tsd, i, tsd->thread_allocated);
 }
 
-void te_resync(tsd_t *tsd)
+MA_WARM_TEXT void te_resync(tsd_t *tsd)
 {
     if (!sample_current(tsd))
         te_schedule(tsd, TE_SAMPLE, tsd->thread_allocated);
@@ -169,7 +169,7 @@ bool te_alloc_event(tsd_t *tsd, size_t usize)
     return sample;
 }
 
-void te_reentrant_alloc(tsd_t *tsd, size_t usize)
+MA_WARM_TEXT void te_reentrant_alloc(tsd_t *tsd, size_t usize)
 {
     uint64_t after = tsd->thread_allocated + usize;
     if (sample_current(tsd) && after >= tsd->te.next[TE_SAMPLE]) {

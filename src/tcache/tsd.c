@@ -68,7 +68,7 @@ tsd_t *tsd_fetch_slow(void)
     return tsd;
 }
 
-void tsd_postfork_child(void)
+MA_WARM_TEXT void tsd_postfork_child(void)
 {
     /* The forking thread is the child's only thread: count it back in. */
     tsd_t *tsd = tsd_get();

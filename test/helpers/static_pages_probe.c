@@ -1,9 +1,10 @@
 /*
- * static_pages_probe: allocates, writes and frees a few sizes without
- * profiling, then reports how many pages of libmyalloc's own segments are
- * in memory: of the writable one (.data, .bss, .lbss: the allocator's
- * static state) those resident, and of each executable one (code) those
- * this process has mapped, which is what counts in its RSS (a page of a
+ * static_pages_probe: allocates, writes, reallocates and frees a few sizes
+ * without profiling, in the main thread and in a thread that then exits,
+ * then reports how many pages of libmyalloc's own segments are in memory:
+ * of the writable one (.data, .bss, .lbss: the allocator's static state)
+ * those resident, and of each executable one (code) those this process has
+ * mapped, which is what counts in its RSS (a page of a
  * file mapping can be in the page cache without being mapped here).
  * Run by test_linking.c with LD_PRELOAD.
  *
@@ -18,6 +19,7 @@
 #define _GNU_SOURCE
 #endif
 #include <link.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,7 +90,10 @@ static int look(struct dl_phdr_info *info, size_t size, void *arg)
     return 1;
 }
 
-int main(void)
+/* What nearly every program does: malloc, calloc and free of small and
+ * large sizes, realloc of small ones (a large object resized in place runs
+ * warm code: the Makefile's WARM_SRC); nonzero on a failed allocation. */
+static int allocate(void)
 {
     size_t sizes[] = {16, 100, 1000, 5000, 1 << 20};
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
@@ -96,8 +101,33 @@ int main(void)
         if (p == NULL)
             return 1;
         memset(p, 1, sizes[i]);
-        free(p);
+        char *q = p;
+        if (sizes[i] < 8192 && (q = realloc(p, sizes[i] * 3)) == NULL)
+            return 1;
+        free(q);
+        q = calloc(4, sizes[i]);
+        if (q == NULL)
+            return 1;
+        free(q);
     }
+    return 0;
+}
+
+static void *thread_main(void *arg)
+{
+    (void)arg;
+    return (void *)(intptr_t)allocate();
+}
+
+int main(void)
+{
+    if (allocate() != 0)
+        return 1;
+    /* A thread that allocates and exits: its cache is flushed then. */
+    pthread_t t;
+    void *failed;
+    if (pthread_create(&t, NULL, thread_main, NULL) != 0 || pthread_join(t, &failed) != 0 || failed != NULL)
+        return 1;
     dl_iterate_phdr(look, NULL);
     if (!found)
         printf("no_myalloc=1\n");
