@@ -81,11 +81,12 @@ COLD_SRC := src/prof/prof.c $(wildcard src/prof/prof_*.c) src/core/ctl.c src/cor
 # resizing of a large object in place, through options (their parsing, the
 # background thread, profiling's per-allocation paths, THP and lazy
 # purging), fork, the controls mallctl drives, or a fatal error. The warm
-# files' .text and the functions of other files marked MA_WARM_TEXT get a
-# mapping of their own between the code and the cold code: a program that
-# does without all of these maps none of it (every bench program: the
-# code resident, 14 -> 10 pages), and one that uses them maps its 4 pages
-# on top, as many as it had before.
+# files' .text and .rodata, the functions of other files marked
+# MA_WARM_TEXT and the data marked MA_WARM_RODATA get a mapping of their
+# own between the code and the cold code: a program that does without all
+# of these maps none of it (every bench program: code 14 -> 10 pages,
+# .rodata 4 -> 3), and one that uses them maps its 5 pages on top, as many
+# as it had before.
 WARM_SRC := src/core/jemalloc.c src/core/glibc.c src/core/background.c src/core/conf.c
 SRC := $(filter-out $(COLD_SRC) $(WARM_SRC),$(SRC)) $(WARM_SRC) $(COLD_SRC)
 OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRC))
@@ -110,8 +111,8 @@ $(BUILD)/obj/%.o: src/%.c $(BUILD)/sc_tables.h Makefile
 	@mkdir -p $(@D)
 	$(CC) $(BASEFLAGS) $(LIBFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
 
-# After .rodata: [code][.rodata][hole][warm code][hole][cold code][hole]
-# [cold .rodata][.eh_frame...]. ld starts a new segment where a section
+# After .rodata: [code][.rodata][hole][warm code, warm .rodata][hole]
+# [cold code][hole][cold .rodata][.eh_frame...]. ld starts a new segment where a section
 # lies a page or more past the end of the last one, and the loader maps the
 # gap PROT_NONE. Made again with any cold object, so that a file added to
 # COLD_SRC by its wildcard is in it.
@@ -119,7 +120,8 @@ $(BUILD)/cold.ld: Makefile $(COLD_OBJ)
 	@mkdir -p $(@D)
 	printf '%s\n' 'SECTIONS {' \
 	    '  .text.warm (ALIGN(CONSTANT(MAXPAGESIZE)) + CONSTANT(MAXPAGESIZE)) : {' \
-	    '    *(.text.warm)' $(foreach o,$(WARM_OBJ),'    $(o)(.text)') '  }' \
+	    '    *(.text.warm)' $(foreach o,$(WARM_OBJ),'    $(o)(.text)') \
+	    '    *(.rodata.warm)' $(foreach o,$(WARM_OBJ),'    $(o)(.rodata .rodata.str* .rodata.cst*)') '  }' \
 	    '  .text.cold (ALIGN(CONSTANT(MAXPAGESIZE)) + CONSTANT(MAXPAGESIZE)) : {' \
 	    $(foreach o,$(COLD_OBJ),'    $(o)(.text)') '  }' \
 	    '  . = ALIGN(CONSTANT(MAXPAGESIZE)) + CONSTANT(MAXPAGESIZE);' \

@@ -35,6 +35,11 @@
  * Makefile's WARM_SRC): into the warm code's mapping, so that the pages of
  * code every process has resident hold only what every process runs. */
 #define MA_WARM_TEXT __attribute__((section(".text.warm")))
+/* Read-only data that only warm code or the tests read: with the warm code
+ * (the Makefile puts the warm files' .rodata there too). */
+#define MA_WARM_RODATA __attribute__((section(".rodata.warm")))
+/* Read-only data of a warm file that hot code reads: stays in .rodata. */
+#define MA_HOT_RODATA __attribute__((section(".rodata.hot")))
 /* On an extern declaration: lets the compiler reach the object RIP-relative
  * (the fast paths' tables), since -fvisibility=hidden covers definitions
  * only. */

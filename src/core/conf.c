@@ -236,12 +236,15 @@ static const char *ma_getenv(const char *name)
     return NULL;
 }
 
-/* The parser is warm code (the Makefile's WARM_SRC): called only for a
- * string there is. */
+/* The parser and this file's strings are warm (the Makefile's WARM_SRC):
+ * the parser is called only for a string there is, and the variable's name
+ * stays with the hot read-only data. */
+static const char conf_env_name[] MA_HOT_RODATA = "MYALLOC_CONF";
+
 MA_HOT_TEXT void conf_init(void)
 {
     unsigned bad = 0;
-    const char *env = ma_getenv("MYALLOC_CONF");
+    const char *env = ma_getenv(conf_env_name);
     if (malloc_conf != NULL)
         bad += conf_parse("malloc_conf", malloc_conf, true);
     if (env != NULL)

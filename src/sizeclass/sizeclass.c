@@ -7,7 +7,8 @@ const size_t sc_index2size_tab[SC_NSIZES] = SC_INIT_INDEX2SIZE;
 const sc_lookup_t sc_lookup_tab[SC_LOOKUP_NENTRIES] = SC_INIT_LOOKUP;
 const size_t sc_usize_by_ind1[SC_NBINS + 1] = SC_INIT_USIZE_BY_IND1;
 const sc_bin_info_t sc_bin_info[SC_NBINS] = SC_INIT_BIN_INFO;
-const sc_formula_t sc_formula_tab[SC_NSIZES] = SC_INIT_CLASS_FORMULA;
+/* Read by test_sizeclass only. */
+MA_WARM_RODATA const sc_formula_t sc_formula_tab[SC_NSIZES] = SC_INIT_CLASS_FORMULA;
 
 _Static_assert(SC_LOOKUP_MAXCLASS <= 0xffff, "usable size must fit 16 bits");
 _Static_assert((SC_NLOOKUP_CLASSES << SC_LOOKUP_BIN_LG) <= 0xffff, "bin offset must fit 16 bits");
