@@ -401,6 +401,25 @@ static void own_text_functions(const char *const *objs, size_t nobjs, char *name
     cr_assert_gt(n, 0, "objdump listed no function of %s", objs[0]);
 }
 
+/* The function name at addr lies in the segment seg (in): if it is one of
+ * the functions of files (names between spaces; counted in *nfiles) or
+ * one of named (counted in *nnamed). */
+static void check_segment(const char *name, unsigned long addr, bool in, const char *seg, const char *files,
+                          const char *const *named, size_t nnamed_total, unsigned *nfiles, unsigned *nnamed)
+{
+    char key[260];
+    snprintf(key, sizeof(key), " %s ", name);
+    if (files != NULL && strstr(files, key) != NULL) {
+        (*nfiles)++;
+        cr_assert(in, "%s (a %s file's) at %#lx, outside the %s segment", name, seg, addr, seg);
+    }
+    for (size_t i = 0; i < nnamed_total; i++)
+        if (strcmp(name, named[i]) == 0) {
+            (*nnamed)++;
+            cr_assert(in, "%s at %#lx, outside the %s segment", name, addr, seg);
+        }
+}
+
 /* The layout the Makefile makes (WARM_SRC, COLD_SRC): three executable
  * segments, each past a hole of at least a page (so that they are separate
  * mappings). The first holds what every program runs: the allocation
@@ -470,34 +489,12 @@ Test(linking, the_warm_and_the_cold_code_lie_in_segments_of_their_own, .timeout 
         char type, name[256];
         if (!nm_symbol(line, &addr, &size, &type, name) || (type != 't' && type != 'T'))
             continue;
-        char key[260];
-        snprintf(key, sizeof(key), " %s ", name);
         bool in_warm = addr >= lo[1] && addr + size <= hi[1];
         bool in_cold = addr >= lo[2] && addr + size <= hi[2];
-        if (strstr(warmnames, key) != NULL) {
-            nwarm_listed++;
-            cr_assert(in_warm, "%s (a warm file's) at %#lx, outside the warm segment", name, addr);
-        }
-        for (size_t i = 0; i < MA_ARRAY_LEN(warm); i++)
-            if (strcmp(name, warm[i]) == 0) {
-                nwarm++;
-                cr_assert(in_warm, "%s at %#lx, outside the warm segment", name, addr);
-            }
-        if (strstr(coldnames, key) != NULL) {
-            nlisted++;
-            cr_assert(in_cold, "%s (a cold file's) at %#lx, outside the cold segment", name, addr);
-        }
-        for (size_t i = 0; i < MA_ARRAY_LEN(cold); i++)
-            if (strcmp(name, cold[i]) == 0) {
-                nnamed++;
-                cr_assert(in_cold, "%s at %#lx, outside the cold segment", name, addr);
-            }
-        for (size_t i = 0; i < MA_ARRAY_LEN(every); i++)
-            if (strcmp(name, every[i]) == 0) {
-                nevery++;
-                cr_assert(addr >= lo[0] && addr + size <= hi[0], "%s at %#lx, outside the first segment", name,
-                          addr);
-            }
+        bool in_first = addr >= lo[0] && addr + size <= hi[0];
+        check_segment(name, addr, in_warm, "warm", warmnames, warm, MA_ARRAY_LEN(warm), &nwarm_listed, &nwarm);
+        check_segment(name, addr, in_cold, "cold", coldnames, cold, MA_ARRAY_LEN(cold), &nlisted, &nnamed);
+        check_segment(name, addr, in_first, "first", NULL, every, MA_ARRAY_LEN(every), NULL, &nevery);
     }
     cr_assert_gt(nwarm_listed, 0, "nm listed none of the warm files' functions");
     cr_assert_eq(nwarm, MA_ARRAY_LEN(warm), "nm listed %u of the %zu warm functions", nwarm, MA_ARRAY_LEN(warm));
