@@ -112,10 +112,12 @@ $(BUILD)/obj/%.o: src/%.c $(BUILD)/sc_tables.h Makefile
 	$(CC) $(BASEFLAGS) $(LIBFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
 
 # After .rodata: [code][.rodata][hole][warm code, warm .rodata][hole]
-# [cold code][hole][cold .rodata][.eh_frame...]. ld starts a new segment where a section
-# lies a page or more past the end of the last one, and the loader maps the
-# gap PROT_NONE. Made again with any cold object, so that a file added to
-# COLD_SRC by its wildcard is in it.
+# [cold code][hole][cold .rodata][.eh_frame...]. ld starts a new segment
+# where a section lies a page or more past the end of the last one, and the
+# loader maps the gap PROT_NONE. Of the warm files' read-only data only
+# .rodata, .rodata.str* and .rodata.cst* move: MA_HOT_RODATA's .rodata.hot
+# stays. Made again with any cold object, so that a file added to COLD_SRC
+# by its wildcard is in it.
 $(BUILD)/cold.ld: Makefile $(COLD_OBJ)
 	@mkdir -p $(@D)
 	printf '%s\n' 'SECTIONS {' \

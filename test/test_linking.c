@@ -465,7 +465,8 @@ Test(linking, the_warm_and_the_cold_code_lie_in_segments_of_their_own, .timeout 
     /* The functions the warm and cold files keep in their own text (not
      * MA_HOT_TEXT). */
     static char warmnames[1 << 16], coldnames[1 << 16];
-    static const char *const warm_objs[] = {"obj/core/jemalloc.o", "obj/core/conf.o", "obj/core/background.o"};
+    static const char *const warm_objs[] = {"obj/core/jemalloc.o", "obj/core/glibc.o", "obj/core/conf.o",
+                                            "obj/core/background.o"};
     static const char *const cold_objs[] = {"obj/prof/prof.o", "obj/core/ctl.o", "obj/common/math.o"};
     own_text_functions(warm_objs, MA_ARRAY_LEN(warm_objs), warmnames, sizeof(warmnames));
     own_text_functions(cold_objs, MA_ARRAY_LEN(cold_objs), coldnames, sizeof(coldnames));
